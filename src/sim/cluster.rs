@@ -207,12 +207,16 @@ impl SimCluster {
     /// When a part fails to start.
     pub async fn start(cfg: SimConfig) -> Result<SimCluster, Error> {
         crate::install_crypto_provider();
+        let faults = std::sync::Arc::new(match &cfg.faults {
+            Some(spec) => Faults::parse(spec).map_err(Error::Faults)?,
+            None => Faults::default(),
+        });
         let span = addr::LAST_BLOCK - addr::FIRST_BLOCK + 1;
         let start = first_block();
         let mut found = None;
         for i in 0..span {
             let block = AddressBlock(addr::FIRST_BLOCK + (start - addr::FIRST_BLOCK + i) % span);
-            match ApiServer::start(ApiConfig::new(block)).await {
+            match ApiServer::start(ApiConfig::new(block).faults(faults.clone())).await {
                 Ok(api) => {
                     found = Some((block, api));
                     break;
@@ -230,18 +234,20 @@ impl SimCluster {
         let cancel = CancellationToken::new();
         // `--time-scale 0.05` makes every delay 20x shorter; the controllers' clock (CronJob
         // schedules, Job deadlines) runs 20x faster to match.
-        let control_cfg = ControlConfig {
+        let mut control_cfg = ControlConfig {
+            faults: faults.clone(),
             root_ca_pem: Some(api.ca_pem().to_string()),
             clock: std::sync::Arc::new(control::ScaledClock::new(1.0 / cfg.time_scale)),
             ..ControlConfig::default()
         };
+        // `controller-stopped=NAME` leaves that loop out from the start (as if
+        // kube-controller-manager had lost it); turning it on later has no effect.
+        control_cfg
+            .components
+            .retain(|c| !faults.applies_to("controller-stopped", c.fault_name()));
         let control = control::start(client.clone(), control_cfg, cancel.clone())
             .await
             .map_err(Error::Control)?;
-        let faults = std::sync::Arc::new(match &cfg.faults {
-            Some(spec) => Faults::parse(spec).map_err(Error::Faults)?,
-            None => Faults::default(),
-        });
         let net = node::start_network(client.clone(), block, faults.clone(), cancel.clone())
             .await
             .map_err(Error::Network)?;

@@ -18,6 +18,7 @@ pub mod addr;
 pub mod api;
 pub mod cluster;
 pub mod control;
+pub mod faults;
 pub mod node;
 
 pub use cluster::{Error, SimCluster, SimConfig};

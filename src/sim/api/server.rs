@@ -33,6 +33,8 @@ pub struct ApiConfig {
     pub history: usize,
     /// BOOKMARK interval for watches that allow them (upstream sends about one a minute).
     pub bookmark_interval: Duration,
+    /// The cluster's fault switches (admission and validation consult them).
+    pub faults: std::sync::Arc<crate::sim::faults::Faults>,
 }
 
 impl ApiConfig {
@@ -45,7 +47,15 @@ impl ApiConfig {
             admin_token: None,
             history: super::store::DEFAULT_HISTORY,
             bookmark_interval: Duration::from_secs(60),
+            faults: std::sync::Arc::default(),
         }
+    }
+
+    /// Shares the cluster's fault switches with the server.
+    #[must_use]
+    pub fn faults(mut self, faults: std::sync::Arc<crate::sim::faults::Faults>) -> Self {
+        self.faults = faults;
+        self
     }
 
     /// Sets the port (0 = any).
@@ -115,6 +125,7 @@ impl ApiServer {
         scfg.history = cfg.history;
         scfg.bookmark_interval = cfg.bookmark_interval;
         scfg.api_port = addr.port();
+        scfg.faults = cfg.faults;
         let state = AppState::new(scfg);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();

@@ -26,6 +26,8 @@ pub struct StateConfig {
     pub bookmark_interval: Duration,
     /// The API server's port, for the kubernetes Service's endpoints.
     pub api_port: u16,
+    /// The cluster's fault switches (see [`crate::sim::faults`]).
+    pub faults: Arc<crate::sim::faults::Faults>,
 }
 
 impl StateConfig {
@@ -36,6 +38,7 @@ impl StateConfig {
             admin_token: random_token(),
             history: DEFAULT_HISTORY,
             bookmark_interval: Duration::from_secs(60),
+            faults: Arc::default(),
             api_port: crate::sim::addr::API_PORT,
         }
     }

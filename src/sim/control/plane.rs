@@ -60,6 +60,24 @@ impl Component {
         Component::ResourceQuota,
     ];
 
+    /// The name the `controller-stopped=NAME` fault switch uses for this loop.
+    pub fn fault_name(self) -> &'static str {
+        match self {
+            Component::Scheduler => "scheduler",
+            Component::Namespace => "namespace",
+            Component::ServiceAccount => "serviceaccount",
+            Component::Endpoints => "endpoints",
+            Component::ReplicaSet => "replicaset",
+            Component::Deployment => "deployment",
+            Component::DaemonSet => "daemonset",
+            Component::StatefulSet => "statefulset",
+            Component::Job => "job",
+            Component::CronJob => "cronjob",
+            Component::GarbageCollector => "garbagecollector",
+            Component::ResourceQuota => "resourcequota",
+        }
+    }
+
     /// The component name events carry in `source.component` (upstream's).
     pub fn event_source(self) -> &'static str {
         match self {
@@ -94,6 +112,9 @@ pub struct ControlConfig {
     /// The PEM of the cluster CA, published as `kube-root-ca.crt` in every namespace (upstream's
     /// root-ca-cert-publisher); `None` publishes nothing.
     pub root_ca_pem: Option<String>,
+    /// The cluster's fault switches (see [`crate::sim::faults`]); loops consult them to
+    /// misbehave on purpose.
+    pub faults: Arc<crate::sim::faults::Faults>,
 }
 
 impl Default for ControlConfig {
@@ -104,6 +125,7 @@ impl Default for ControlConfig {
             scheduler_name: "default-scheduler".into(),
             clock: Arc::new(SystemClock),
             root_ca_pem: None,
+            faults: Arc::default(),
         }
     }
 }

@@ -8,9 +8,9 @@
 //! unreachable without a single packet being sent. ICMP is modelled entirely (no raw sockets):
 //! [`Dialer::ping`] answers from the address plan and the OS rules in [`crate::os`].
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -62,148 +62,7 @@ pub enum NetError {
     },
 }
 
-/// Which `/stats/summary` field the [`Faults::set_stats_missing`] switch removes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum StatsField {
-    /// Container and pod `cpu.usageCoreNanoSeconds`.
-    CpuUsageCoreNanoSeconds,
-    /// Container and pod `memory.workingSetBytes`.
-    MemoryWorkingSetBytes,
-    /// Container `logs.availableBytes`.
-    LogsAvailableBytes,
-}
-
-/// An error in a `--faults` specification.
-#[derive(Debug, thiserror::Error)]
-pub enum FaultSpecError {
-    /// An entry the parser does not know.
-    #[error(
-        "unknown fault {0:?} (known: blackhole=NODE, kube-proxy-off=NODE, dns-stopped, stats-missing=cpuUsageCoreNanoSeconds|memoryWorkingSetBytes|logsAvailableBytes, pull-policy-ignored, read-only-writable, limits-not-applied)"
-    )]
-    Unknown(String),
-    /// A fault that needs a value was given none, or a bad one.
-    #[error("fault {0:?} needs a valid value")]
-    BadValue(String),
-}
-
-/// Behaviour-breaking switches, shared by every part of one simulated cluster and settable at
-/// run time.
-///
-/// They exist so that later tests can prove a case *can* fail: with a switch on, the simulator
-/// misbehaves the way a broken real node would (a dead pod network, no kube-proxy, a stopped
-/// DNS, an incomplete stats summary, a runtime that ignores pull policy, read-only mounts that
-/// accept writes, CPU limits not enforced).
-#[derive(Debug, Default)]
-pub struct Faults {
-    blackholed: RwLock<BTreeSet<String>>,
-    kube_proxy_off: RwLock<BTreeSet<String>>,
-    dns_stopped: AtomicBool,
-    stats_missing: RwLock<Option<StatsField>>,
-    pull_policy_ignored: AtomicBool,
-    read_only_writable: AtomicBool,
-    limits_not_applied: AtomicBool,
-}
-
-impl Faults {
-    /// Parses a comma-separated `--faults` spec such as `dns-stopped,blackhole=win-1`.
-    pub fn parse(spec: &str) -> Result<Self, FaultSpecError> {
-        let f = Faults::default();
-        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (key, value) = match item.split_once('=') {
-                Some((k, v)) => (k.trim(), Some(v.trim())),
-                None => (item, None),
-            };
-            let need = |v: Option<&str>| {
-                v.filter(|v| !v.is_empty())
-                    .map(str::to_string)
-                    .ok_or_else(|| FaultSpecError::BadValue(key.to_string()))
-            };
-            match key {
-                "blackhole" => f.set_blackholed(&need(value)?, true),
-                "kube-proxy-off" => f.set_kube_proxy_off(&need(value)?, true),
-                "dns-stopped" => f.set_dns_stopped(true),
-                "stats-missing" => {
-                    let field = serde_json::from_value(serde_json::Value::String(need(value)?))
-                        .map_err(|_| FaultSpecError::BadValue(key.to_string()))?;
-                    f.set_stats_missing(Some(field));
-                }
-                "pull-policy-ignored" => f.set_pull_policy_ignored(true),
-                "read-only-writable" => f.set_read_only_writable(true),
-                "limits-not-applied" => f.set_limits_not_applied(true),
-                _ => return Err(FaultSpecError::Unknown(item.to_string())),
-            }
-        }
-        Ok(f)
-    }
-
-    /// Drops all pod traffic to and from pods of `node` (a dead CNI on that node).
-    pub fn set_blackholed(&self, node: &str, on: bool) {
-        set_member(&self.blackholed, node, on);
-    }
-    /// Whether `node`'s pod network is blackholed.
-    pub fn is_blackholed(&self, node: &str) -> bool {
-        self.blackholed.read().expect("faults lock").contains(node)
-    }
-    /// Turns kube-proxy off for `node`: its NodePorts refuse and its pods cannot reach
-    /// ClusterIPs.
-    pub fn set_kube_proxy_off(&self, node: &str, on: bool) {
-        set_member(&self.kube_proxy_off, node, on);
-    }
-    /// Whether kube-proxy is off on `node`.
-    pub fn is_kube_proxy_off(&self, node: &str) -> bool {
-        self.kube_proxy_off.read().expect("faults lock").contains(node)
-    }
-    /// Stops the cluster DNS from answering (queries time out).
-    pub fn set_dns_stopped(&self, on: bool) {
-        self.dns_stopped.store(on, Ordering::SeqCst);
-    }
-    /// Whether the cluster DNS is stopped.
-    pub fn dns_stopped(&self) -> bool {
-        self.dns_stopped.load(Ordering::SeqCst)
-    }
-    /// Removes one field from every `/stats/summary` answer.
-    pub fn set_stats_missing(&self, field: Option<StatsField>) {
-        *self.stats_missing.write().expect("faults lock") = field;
-    }
-    /// The stats field currently removed, if any.
-    pub fn stats_missing(&self) -> Option<StatsField> {
-        *self.stats_missing.read().expect("faults lock")
-    }
-    /// Makes the runtime ignore imagePullPolicy (Never pulls, Always uses the cache).
-    pub fn set_pull_policy_ignored(&self, on: bool) {
-        self.pull_policy_ignored.store(on, Ordering::SeqCst);
-    }
-    /// Whether imagePullPolicy is ignored.
-    pub fn pull_policy_ignored(&self) -> bool {
-        self.pull_policy_ignored.load(Ordering::SeqCst)
-    }
-    /// Makes read-only volume mounts accept writes.
-    pub fn set_read_only_writable(&self, on: bool) {
-        self.read_only_writable.store(on, Ordering::SeqCst);
-    }
-    /// Whether read-only mounts accept writes.
-    pub fn read_only_writable(&self) -> bool {
-        self.read_only_writable.load(Ordering::SeqCst)
-    }
-    /// Stops the runtime from enforcing CPU limits.
-    pub fn set_limits_not_applied(&self, on: bool) {
-        self.limits_not_applied.store(on, Ordering::SeqCst);
-    }
-    /// Whether CPU limits are ignored.
-    pub fn limits_not_applied(&self) -> bool {
-        self.limits_not_applied.load(Ordering::SeqCst)
-    }
-}
-
-fn set_member(set: &RwLock<BTreeSet<String>>, node: &str, on: bool) {
-    let mut s = set.write().expect("faults lock");
-    if on {
-        s.insert(node.to_string());
-    } else {
-        s.remove(node);
-    }
-}
+pub use crate::sim::faults::{FaultSpecError, Faults, StatsField};
 
 /// Who is dialling: a pod (its IP, node and OS), a node itself, or the host (tests, kubectl).
 #[derive(Debug, Clone)]

@@ -4,10 +4,19 @@
 //! The main function is [`resolve`]. Errors are worded like containerd's, so the kubelet's
 //! `ErrImagePull` events read as on a real node, with a note where the simulator is the reason
 //! (an image or registry it does not model).
+//!
+//! Every test image cases use is known from the image catalogue (`images/images.yaml`, through
+//! [`ImageCatalog`]): its exact references, OS variants, Windows builds and whether it needs a
+//! pull secret come from there, so the simulated registry and the catalogue cannot drift. A
+//! small table ([`EXTRA`]) adds what the catalogue does not list: other tags of the same
+//! repositories, Docker Hub library images, Windows base images by tag alias and the cluster
+//! add-ons (kube-proxy, flannel) the simulator runs in `kube-system`.
 
 use sha2_free::digest_of;
 use std::fmt;
+use std::sync::OnceLock;
 
+use crate::images::{ImageCatalog, RegistryKey};
 use crate::os::Os;
 use crate::sim::node::profile::ImageWeight;
 
@@ -111,6 +120,9 @@ pub enum Tool {
     Httpd,
     /// The resource-consumer server (`/ConsumeCPU`, `/ConsumeMem`) on 8080.
     Consumer,
+    /// A cluster add-on daemon (`kube-proxy`, `flanneld`): the simulator's kube-proxy and pod
+    /// network live in-process, so the add-on pods only stay up and idle.
+    Addon,
 }
 
 /// The family an image belongs to (decides tools, entrypoint, weight and default user).
@@ -128,6 +140,33 @@ enum Family {
     NonRoot,
     /// The e2e `resource-consumer` image.
     Consumer,
+    /// The e2e `jessie-dnsutils` image: a shell with DNS tools (nslookup).
+    DnsUtils,
+    /// A cluster add-on image (kube-proxy, flannel).
+    Addon,
+}
+
+/// The family of a catalogue image, from the last segment of its repository path.
+///
+/// A catalogue image whose repository is not listed here resolves through [`EXTRA`] only; the
+/// unit test `every_catalogue_image_resolves_for_each_os_and_build` fails for it, so a new
+/// catalogue entry cannot silently be unknown to the simulator.
+fn family_of_repository(repository: &str) -> Option<Family> {
+    let last = repository.rsplit('/').next().unwrap_or(repository);
+    Some(match last {
+        "agnhost" => Family::Agnhost,
+        "busybox" | "ipc-utils" => Family::Busybox,
+        "pause" => Family::Pause,
+        "nginx" => Family::Nginx,
+        "httpd" => Family::Httpd,
+        "alpine" => Family::Alpine,
+        "nonroot" => Family::NonRoot,
+        "resource-consumer" => Family::Consumer,
+        "jessie-dnsutils" => Family::DnsUtils,
+        "nanoserver" | "windows-nanoserver" => Family::NanoServer,
+        "servercore" => Family::ServerCore,
+        _ => return None,
+    })
 }
 
 /// How the variants are published: a manifest list is platform-filtered at pull time; a
@@ -209,11 +248,32 @@ fn one_dot(t: &str) -> bool {
 fn any_v1(t: &str) -> bool {
     t == "v1" || t == "3.7"
 }
+/// `v1.33.0`: the Kubernetes release tags of kube-proxy.
+fn kube_version_tag(t: &str) -> bool {
+    t.strip_prefix('v').is_some_and(|rest| numeric_tag("1.", rest, 40))
+}
+/// `v0.26.7`: flannel release tags.
+fn flannel_tag(t: &str) -> bool {
+    t.strip_prefix('v').is_some_and(|rest| numeric_tag("0.", rest, 30))
+}
+/// `v1.33.0-nanoserver`, `v0.26.7-nanoserver`: the sig-windows-tools add-on image tags.
+fn windows_addon_tag(t: &str) -> bool {
+    t.strip_suffix("-nanoserver")
+        .and_then(|v| v.strip_prefix('v'))
+        .is_some_and(|rest| numeric_tag("1.", rest, 40) || numeric_tag("0.", rest, 30))
+}
+/// Every Windows build the model knows (a multi-build Windows-only manifest list).
+fn all_windows(_: &str) -> Vec<Platform> {
+    WIN_BUILDS.iter().map(|b| Platform::Windows((*b).into())).collect()
+}
 
-/// The registry model. Upstream test images are manifest lists with Linux and Windows
-/// (ltsc2019/2022/2025) variants (UPSTREAM.md "agnhost"); Docker Hub library images are
-/// Linux-only; mcr.microsoft.com base images are single-platform per Windows build.
-const CATALOG: &[Entry] = &[
+/// Images outside the catalogue's exact references. Upstream test images are manifest lists
+/// with Linux and Windows (ltsc2019/2022/2025) variants (UPSTREAM.md "agnhost"), so other
+/// tags of their repositories resolve like the catalogue's; Docker Hub library images are
+/// Linux-only; mcr.microsoft.com base images are single-platform per Windows build (tag
+/// aliases such as `1809` included). The add-on images are what the kube-proxy and flannel
+/// DaemonSets of a kubeadm + sig-windows-tools cluster run.
+const EXTRA: &[Entry] = &[
     Entry {
         registry: "registry.k8s.io",
         repo: "e2e-test-images/nonroot",
@@ -385,10 +445,109 @@ const CATALOG: &[Entry] = &[
         publish: Publish::List,
         private: true,
     },
+    Entry {
+        registry: "registry.k8s.io",
+        repo: "kube-proxy",
+        tag_ok: kube_version_tag,
+        family: Family::Addon,
+        platforms: linux_only,
+        publish: Publish::List,
+        private: false,
+    },
+    Entry {
+        registry: "docker.io",
+        repo: "sigwindowstools/kube-proxy",
+        tag_ok: windows_addon_tag,
+        family: Family::Addon,
+        platforms: all_windows,
+        publish: Publish::List,
+        private: false,
+    },
+    Entry {
+        registry: "docker.io",
+        repo: "flannel/flannel",
+        tag_ok: flannel_tag,
+        family: Family::Addon,
+        platforms: linux_only,
+        publish: Publish::List,
+        private: false,
+    },
+    Entry {
+        registry: "docker.io",
+        repo: "sigwindowstools/flannel",
+        tag_ok: windows_addon_tag,
+        family: Family::Addon,
+        platforms: all_windows,
+        publish: Publish::List,
+        private: false,
+    },
 ];
 
-/// Registries the model knows; anything else fails like an unresolvable host.
-const KNOWN_REGISTRIES: &[&str] = &["registry.k8s.io", "docker.io", "mcr.microsoft.com", "gcr.io", "quay.io"];
+/// Registry hosts the model knows besides the catalogue's; anything else fails like an
+/// unresolvable host.
+const EXTRA_REGISTRIES: &[&str] = &["registry.k8s.io", "docker.io", "mcr.microsoft.com", "gcr.io", "quay.io"];
+
+/// The image catalogue with upstream default registries: the simulated registries hold the
+/// images at the references the catalogue gives without an override file.
+fn catalogue() -> &'static ImageCatalog {
+    static CATALOGUE: OnceLock<ImageCatalog> = OnceLock::new();
+    CATALOGUE.get_or_init(ImageCatalog::load_default)
+}
+
+/// Whether `host` is a registry the simulated world has.
+///
+/// The catalogue's registries count, except `invalidRegistry`'s: that key exists so pulls from
+/// it fail, as they do upstream.
+fn known_registry(host: &str) -> bool {
+    EXTRA_REGISTRIES.contains(&host)
+        || RegistryKey::ALL.into_iter().any(|k| {
+            k != RegistryKey::InvalidRegistry && catalogue().registries().get(k).split('/').next() == Some(host)
+        })
+}
+
+/// What the registry holds for a reference: families, platforms, publishing and privacy.
+struct Found {
+    family: Family,
+    platforms: Vec<Platform>,
+    publish: Publish,
+    private: bool,
+}
+
+/// The catalogue's answer for `r`, when the reference is one the catalogue resolves to.
+fn from_catalogue(r: &ImageRef) -> Option<Found> {
+    if r.digest.is_some() {
+        return None;
+    }
+    let found = catalogue().identify(&r.full())?;
+    let family = family_of_repository(&r.repository)?;
+    let specs: Vec<_> = found.names.iter().filter_map(|n| catalogue().get(n)).collect();
+    let mut platforms = Vec::new();
+    if found.oses.contains(&Os::Linux) {
+        platforms.push(Platform::Linux);
+    }
+    platforms.extend(found.windows_builds.iter().cloned().map(Platform::Windows));
+    // Base images with one tag per build are single-platform images; the rest manifest lists.
+    let single = specs.iter().any(|s| !s.windows_tags.is_empty());
+    Some(Found {
+        family,
+        platforms,
+        publish: if single { Publish::Single } else { Publish::List },
+        private: specs.iter().any(|s| s.needs_pull_secret),
+    })
+}
+
+/// The [`EXTRA`] table's answer for `r`.
+fn from_extra(r: &ImageRef) -> Option<Found> {
+    let e = EXTRA
+        .iter()
+        .find(|e| e.registry == r.registry && e.repo == r.repository && (r.digest.is_some() || (e.tag_ok)(&r.tag)))?;
+    Some(Found {
+        family: e.family,
+        platforms: (e.platforms)(&r.tag),
+        publish: e.publish,
+        private: e.private,
+    })
+}
 
 /// An image reference split into parts, Docker-normalised (`busybox` →
 /// `docker.io/library/busybox:latest`).
@@ -530,7 +689,7 @@ impl Image {
 pub fn resolve(image: &str, os: Os, build: Option<&str>, credentials: &[String]) -> Result<Image, PullError> {
     let r = ImageRef::parse(image);
     let full = r.full();
-    if !KNOWN_REGISTRIES.contains(&r.registry.as_str()) {
+    if !known_registry(&r.registry) {
         return Err(PullError::UnknownRegistry {
             image: image.into(),
             full,
@@ -539,9 +698,8 @@ pub fn resolve(image: &str, os: Os, build: Option<&str>, credentials: &[String])
             tag: r.tag.clone(),
         });
     }
-    let entry = CATALOG
-        .iter()
-        .find(|e| e.registry == r.registry && e.repo == r.repository && (r.digest.is_some() || (e.tag_ok)(&r.tag)))
+    let entry = from_catalogue(&r)
+        .or_else(|| from_extra(&r))
         .ok_or_else(|| PullError::NotFound {
             image: image.into(),
             full: full.clone(),
@@ -552,7 +710,7 @@ pub fn resolve(image: &str, os: Os, build: Option<&str>, credentials: &[String])
             full,
         });
     }
-    let platforms = (entry.platforms)(&r.tag);
+    let platforms = entry.platforms;
     let wanted = match os {
         Os::Linux => Platform::Linux,
         Os::Windows => Platform::Windows(build.unwrap_or("").to_string()),
@@ -576,8 +734,9 @@ fn build_image(name: &str, reference: ImageRef, family: Family, platform: Platfo
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let mut tools = match family {
         Family::Agnhost => vec![Tool::Agnhost, Tool::Busybox],
-        Family::Busybox | Family::Alpine | Family::NonRoot => vec![Tool::Busybox],
+        Family::Busybox | Family::Alpine | Family::NonRoot | Family::DnsUtils => vec![Tool::Busybox],
         Family::Consumer => vec![Tool::Consumer, Tool::Busybox],
+        Family::Addon => vec![Tool::Addon],
         Family::Pause => vec![Tool::Pause],
         Family::Nginx => vec![Tool::Nginx, Tool::Busybox],
         Family::Httpd => vec![Tool::Httpd, Tool::Busybox],
@@ -590,14 +749,22 @@ fn build_image(name: &str, reference: ImageRef, family: Family, platform: Platfo
         tools.push(Tool::Cmd);
         if matches!(
             family,
-            Family::Agnhost | Family::Busybox | Family::Nginx | Family::Httpd | Family::NonRoot | Family::Consumer
+            Family::Agnhost
+                | Family::Busybox
+                | Family::Nginx
+                | Family::Httpd
+                | Family::NonRoot
+                | Family::Consumer
+                | Family::DnsUtils
         ) {
             tools.push(Tool::PowerShell);
         }
     }
     let (entrypoint, cmd) = match family {
         Family::Agnhost => (s(&["/agnhost"]), s(&["pause"])),
-        Family::Busybox | Family::Alpine | Family::NonRoot => (vec![], s(&["sh"])),
+        Family::Busybox | Family::Alpine | Family::NonRoot | Family::DnsUtils => (vec![], s(&["sh"])),
+        // The add-on DaemonSets give the daemon's command line, as their real manifests do.
+        Family::Addon => (vec![], vec![]),
         Family::Consumer => (s(&["/consumer"]), s(&["--port=8080"])),
         Family::Pause => (s(&[if win { "/pause.exe" } else { "/pause" }]), vec![]),
         Family::Nginx => (vec![], s(&["nginx", "-g", "daemon off;"])),
@@ -606,7 +773,7 @@ fn build_image(name: &str, reference: ImageRef, family: Family, platform: Platfo
     };
     let weight = match (win, family) {
         (false, _) => ImageWeight::Linux,
-        (true, Family::Pause | Family::NanoServer) => ImageWeight::WindowsNanoServer,
+        (true, Family::Pause | Family::NanoServer | Family::Addon) => ImageWeight::WindowsNanoServer,
         (true, _) => ImageWeight::WindowsServerCore,
     };
     let size_bytes = match weight {
@@ -712,6 +879,117 @@ mod tests {
             "{why}"
         );
         assert!(img.create_mismatch(Os::Windows, Some("10.0.17763")).is_none());
+    }
+
+    /// The registry host of a resolved catalogue reference (what a pull secret names).
+    fn host(reference: &str) -> String {
+        ImageRef::parse(reference).registry
+    }
+
+    #[test]
+    fn every_catalogue_image_resolves_for_each_os_and_build() {
+        let catalog = ImageCatalog::load_default();
+        let mut checked = 0;
+        for spec in catalog.images() {
+            let mut targets: Vec<(Os, Option<&str>)> = Vec::new();
+            if spec.has_os(Os::Linux) {
+                targets.push((Os::Linux, None));
+            }
+            targets.extend(spec.windows_builds.iter().map(|b| (Os::Windows, Some(b.as_str()))));
+            for (os, build) in targets {
+                let resolved = catalog.resolve(&spec.name, os, build).unwrap();
+                let reference = &resolved.reference;
+                let creds = [host(reference)];
+                if spec.registry == RegistryKey::InvalidRegistry {
+                    let e = resolve(reference, os, build, &creds).unwrap_err();
+                    assert!(matches!(e, PullError::UnknownRegistry { .. }), "{}: {e}", spec.name);
+                    continue;
+                }
+                if spec.needs_pull_secret {
+                    let e = resolve(reference, os, build, &[]).unwrap_err();
+                    assert!(matches!(e, PullError::Unauthorized { .. }), "{}: {e}", spec.name);
+                }
+                let image = resolve(reference, os, build, &creds)
+                    .unwrap_or_else(|e| panic!("{} ({reference}) on {os} {build:?}: {e}", spec.name));
+                let expected = match build {
+                    Some(b) => Platform::Windows(b.to_string()),
+                    None => Platform::Linux,
+                };
+                assert_eq!(image.platform, expected, "{} ({reference})", spec.name);
+                assert_eq!(image.create_mismatch(os, build), None, "{} ({reference})", spec.name);
+                assert!(
+                    !image.tools.is_empty() || os == Os::Windows,
+                    "{} has no program",
+                    spec.name
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 40, "only {checked} image variants checked");
+    }
+
+    #[test]
+    fn catalogue_images_refuse_what_the_catalogue_does_not_claim() {
+        let catalog = ImageCatalog::load_default();
+        // ipc-utils (`linux-only`) and the private agnhost have no Windows variant.
+        for name in ["linux-only", "agnhost-private"] {
+            let r = catalog.resolve(name, Os::Linux, None).unwrap().reference;
+            let e = resolve(&r, Os::Windows, Some("10.0.20348"), &[host(&r)]).unwrap_err();
+            assert!(matches!(e, PullError::NoMatchingPlatform { .. }), "{name}: {e}");
+        }
+        // The authenticated Windows image has ltsc2019 and ltsc2022 variants only.
+        let r = catalog
+            .resolve("authenticated", Os::Windows, Some("10.0.20348"))
+            .unwrap()
+            .reference;
+        let e = resolve(&r, Os::Windows, Some("10.0.26100"), &[host(&r)]).unwrap_err();
+        assert!(matches!(e, PullError::NoMatchingPlatform { .. }), "{e}");
+        // A manifest list has no variant for a build no catalogue image supports.
+        let r = catalog.resolve("agnhost", Os::Linux, None).unwrap().reference;
+        let e = resolve(&r, Os::Windows, Some("10.0.14393"), &[]).unwrap_err();
+        assert!(e.to_string().contains("windows/amd64 10.0.14393"), "{e}");
+        // A per-build base image pulls anywhere and fails at container creation elsewhere.
+        let r = catalog
+            .resolve("servercore", Os::Windows, Some("10.0.17763"))
+            .unwrap()
+            .reference;
+        let img = resolve(&r, Os::Windows, Some("10.0.20348"), &[]).unwrap();
+        assert!(img.create_mismatch(Os::Windows, Some("10.0.20348")).is_some());
+    }
+
+    #[test]
+    fn catalogue_images_have_their_programs() {
+        let catalog = ImageCatalog::load_default();
+        let get = |name: &str, os: Os| {
+            let build = (os == Os::Windows).then_some("10.0.20348");
+            let r = catalog.resolve(name, os, build).unwrap().reference;
+            resolve(&r, os, build, &[host(&r)]).unwrap()
+        };
+        for os in Os::ALL {
+            assert!(get("jessie-dnsutils", os).has(Tool::Busybox), "nslookup on {os}");
+            assert!(get("resource-consumer", os).has(Tool::Consumer));
+            assert!(get("nonroot", os).has(Tool::Busybox));
+        }
+        assert_eq!(get("nonroot", Os::Linux).default_user, "1234");
+        assert_eq!(get("nonroot", Os::Windows).default_user, "ContainerUser");
+        assert!(get("agnhost-private", Os::Linux).has(Tool::Agnhost));
+    }
+
+    #[test]
+    fn cluster_addon_images_exist_for_their_os() {
+        for (image, os) in [
+            ("registry.k8s.io/kube-proxy:v1.33.0", Os::Linux),
+            ("docker.io/flannel/flannel:v0.26.7", Os::Linux),
+            ("docker.io/sigwindowstools/kube-proxy:v1.33.0-nanoserver", Os::Windows),
+            ("docker.io/sigwindowstools/flannel:v0.26.7-nanoserver", Os::Windows),
+        ] {
+            let build = (os == Os::Windows).then_some("10.0.17763");
+            let img = resolve(image, os, build, &[]).unwrap_or_else(|e| panic!("{image}: {e}"));
+            assert!(img.has(Tool::Addon), "{image}");
+            let other = os.other();
+            let build = (other == Os::Windows).then_some("10.0.17763");
+            assert!(resolve(image, other, build, &[]).is_err(), "{image} on {other}");
+        }
     }
 
     #[test]

@@ -246,6 +246,8 @@ pub fn find(argv0: &str, image: &Image) -> Option<Prog> {
         "nginx" if has(Tool::Nginx) => Some(Prog::Nginx),
         "httpd" | "httpd-foreground" if has(Tool::Httpd) => Some(Prog::Httpd),
         "consumer" | "resource-consumer" if has(Tool::Consumer) => Some(Prog::Consumer),
+        // Cluster add-on daemons idle: kube-proxy and the pod network are modelled in-process.
+        "kube-proxy" | "flanneld" if has(Tool::Addon) => Some(Prog::Pause),
         b if has(Tool::Busybox) && BUSYBOX_APPLETS.contains(&b) => Some(Prog::Direct),
         b if has(Tool::Cmd) && WINDOWS_PROGRAMS.contains(&b) => Some(Prog::Direct),
         _ => None,
