@@ -1,0 +1,121 @@
+// Each harness uses a part of this module; what one leaves unused is not dead.
+#![allow(dead_code)]
+
+//! What the libtest-mimic harnesses (`e2e`, `can_fail`) share: a run context for a target OS
+//! over a connected cluster, and one attempt of one case, as the runner does it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossconf::catalog::Case;
+use crossconf::cluster::{Cluster, ClusterSpec};
+use crossconf::framework::{CaseError, CaseSettings, Framework, RunContext};
+use crossconf::os::Os;
+use crossconf::sim::{SimCluster, SimConfig};
+
+/// A cluster the harness runs cases on: the embedded simulator (with the fault spec given) or,
+/// when `CROSSCONF_KUBECONFIG` is set and no faults are asked for, that cluster.
+pub struct Target {
+    pub cluster: Cluster,
+    pub sim: Option<SimCluster>,
+}
+
+impl Target {
+    /// Starts a simulated cluster with `faults` (`None`: a healthy one, or the real cluster of
+    /// `CROSSCONF_KUBECONFIG`).
+    pub async fn start(faults: Option<&str>) -> Result<Target, String> {
+        let (spec, sim) = match (faults, std::env::var_os("CROSSCONF_KUBECONFIG")) {
+            (None, Some(path)) => (
+                ClusterSpec::Kubeconfig {
+                    path: path.into(),
+                    context: None,
+                },
+                None,
+            ),
+            _ => {
+                let cfg = SimConfig::from_options(2, 1, "10.0.20348", None, "fast", 1.0, faults)
+                    .map_err(|e| format!("simulator options: {e}"))?;
+                let sim = SimCluster::start(cfg)
+                    .await
+                    .map_err(|e| format!("the simulated cluster did not start: {e}"))?;
+                (ClusterSpec::Config(Box::new(sim.kube_config())), Some(sim))
+            }
+        };
+        let cluster = Cluster::connect(spec)
+            .await
+            .map_err(|e| format!("the cluster does not answer: {e}"))?;
+        Ok(Target { cluster, sim })
+    }
+
+    /// The run context for cases targeting `os`.
+    pub fn context(&self, os: Os, run_id: &str) -> Arc<RunContext> {
+        Arc::new(RunContext {
+            client: self.cluster.client().clone(),
+            run_id: run_id.to_string(),
+            target_os: os,
+            pools: self.cluster.pools().clone(),
+            images: Arc::new(crossconf::images::ImageCatalog::load_default()),
+            artifacts_dir: std::env::temp_dir().join(format!("crossconf-{run_id}")),
+            settings: CaseSettings {
+                external_endpoint: self.sim.as_ref().map(|s| s.external_endpoint()),
+                external_name: self.sim.as_ref().map(|s| s.external_name()),
+                density_pods: None,
+            },
+            started: Instant::now(),
+        })
+    }
+
+    /// Stops the simulator, if one was started.
+    pub async fn shutdown(self) {
+        if let Some(sim) = self.sim {
+            sim.shutdown().await;
+        }
+    }
+}
+
+/// How one attempt of a case ended.
+pub enum Attempt {
+    Passed,
+    Skipped(String),
+    Failed(String),
+}
+
+/// Runs `case` once in its own namespace, within `timeout`, and deletes the namespace after.
+pub async fn attempt_case(ctx: &Arc<RunContext>, case: &Case, timeout: Duration) -> Attempt {
+    let f = match Framework::setup(ctx.clone(), case.name, timeout).await {
+        Ok(f) => f,
+        Err(CaseError::Skipped(r)) => return Attempt::Skipped(r),
+        Err(CaseError::Failed(m)) => return Attempt::Failed(format!("setup: {m}")),
+    };
+    let result = tokio::time::timeout(timeout, (case.body)(&f)).await;
+    let _ = crossconf::framework::delete_namespace(&ctx.client, f.ns()).await;
+    match result {
+        Ok(Ok(())) => Attempt::Passed,
+        Ok(Err(CaseError::Skipped(r))) => Attempt::Skipped(r),
+        Ok(Err(CaseError::Failed(m))) => Attempt::Failed(format!("{m}\n--- steps ---\n{}", f.log_text())),
+        Err(_) => Attempt::Failed(format!("timed out after {timeout:?}\n--- steps ---\n{}", f.log_text())),
+    }
+}
+
+/// `(os, name) -> reason` from `tests/fixtures/known_failures.tsv`.
+pub fn known_failures() -> std::collections::BTreeMap<(String, String), String> {
+    include_str!("../fixtures/known_failures.tsv")
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let mut parts = l.splitn(3, '\t');
+            let os = parts.next().unwrap_or_default().to_string();
+            let name = parts.next().unwrap_or_default().to_string();
+            let reason = parts.next().unwrap_or("no reason recorded").to_string();
+            ((os, name), reason)
+        })
+        .collect()
+}
+
+/// The target OSes a harness run covers: `CROSSCONF_NODE_OS_DISTRO` if set, else both.
+pub fn target_oses() -> Vec<Os> {
+    match std::env::var("CROSSCONF_NODE_OS_DISTRO") {
+        Ok(v) if !v.is_empty() => vec![v.parse().expect("CROSSCONF_NODE_OS_DISTRO is windows or linux")],
+        _ => Os::ALL.to_vec(),
+    }
+}
