@@ -8,6 +8,9 @@
 //!   its failure message contains `expected fragment` (case-sensitive).
 //! - `faults` `-` is for a case that skips on the simulator by design (no metrics API, say):
 //!   the row passes only if the case skips with a reason containing the fragment.
+//! - An `@timeout=SECONDS` entry among the faults is not a fault: it lets a case that needs more
+//!   than [`MAX_CASE_TIME`] to reach its check (a CronJob waiting for its second scheduled run)
+//!   take up to that long.
 //!
 //! Rows with the same fault spec share one simulated cluster, started when the first of them
 //! runs and stopped after the last; a `[Serial]` case gets a cluster of its own. `coverage` checks
@@ -40,6 +43,8 @@ struct Row {
     os: Os,
     /// `None` for `-`: the case must skip.
     faults: Option<String>,
+    /// The row's own time limit (`@timeout=SECONDS`), if any.
+    timeout: Option<Duration>,
     case: String,
     fragment: String,
     at: String,
@@ -74,9 +79,23 @@ fn read_rows() -> Result<Vec<Row>, String> {
             if fragment.trim().is_empty() {
                 return Err(format!("{at}: empty expected fragment"));
             }
+            let mut timeout = None;
+            let mut switches = Vec::new();
+            for item in faults.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                match item.strip_prefix("@timeout=") {
+                    Some(secs) => {
+                        let secs: u64 = secs.parse().map_err(|_| format!("{at}: bad {item:?} (seconds)"))?;
+                        timeout = Some(Duration::from_secs(secs));
+                    }
+                    None if item.starts_with('@') => return Err(format!("{at}: unknown harness option {item:?}")),
+                    None => switches.push(item),
+                }
+            }
+            let faults = switches.join(",");
             rows.push(Row {
                 os,
-                faults: (faults != "-").then(|| faults.to_string()),
+                timeout,
+                faults: (faults != "-").then_some(faults),
                 case: case.to_string(),
                 fragment: fragment.to_string(),
                 at,
@@ -146,7 +165,8 @@ fn run_row(group: &Group, row: &Row, case: &Case, runtime: &tokio::runtime::Runt
             Ok(target) => {
                 let ctx = target.context(row.os, &format!("canfail-{}", std::process::id()));
                 drop(target);
-                Ok(attempt_case(&ctx, case, case.timeout.min(MAX_CASE_TIME)).await)
+                let limit = row.timeout.unwrap_or(MAX_CASE_TIME);
+                Ok(attempt_case(&ctx, case, case.timeout.min(limit)).await)
             }
             Err(e) => Err(format!("{}: {e}", row.at)),
         };

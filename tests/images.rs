@@ -153,3 +153,107 @@ fn every_image_a_case_asks_for_is_in_the_catalogue() {
         );
     }
 }
+
+/// `crossconf images --output json` as a script reads it, with `args` and `env` added.
+fn images_json(args: &[&str], env: &[(&str, &Path)]) -> serde_json::Value {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_crossconf"));
+    cmd.args(["images", "--output", "json"])
+        .args(args)
+        .env_remove("KUBE_TEST_REPO_LIST");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every reference of the JSON by (image, variant), variant being `linux` or a Windows build.
+fn references(json: &serde_json::Value) -> std::collections::BTreeMap<(String, String), (String, String)> {
+    let mut out = std::collections::BTreeMap::new();
+    for image in json["images"].as_array().unwrap() {
+        let name = image["name"].as_str().unwrap().to_string();
+        let key = image["registry_key"].as_str().unwrap().to_string();
+        if let Some(r) = image["linux"].as_str() {
+            out.insert((name.clone(), "linux".into()), (key.clone(), r.to_string()));
+        }
+        for (build, r) in image["windows"].as_object().into_iter().flatten() {
+            if let Some(r) = r.as_str() {
+                out.insert((name.clone(), build.clone()), (key.clone(), r.to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn images_command_lists_every_image_cases_use_with_both_ltsc_builds() {
+    let json = images_json(&[], &[]);
+    let refs = references(&json);
+    let catalog = ImageCatalog::load_default();
+    // Every catalogue image (the cases' images are checked against the catalogue above) is
+    // listed, each variant it has.
+    for spec in catalog.images() {
+        if spec.has_os(Os::Linux) {
+            assert!(refs.contains_key(&(spec.name.clone(), "linux".into())), "{}", spec.name);
+        }
+        for build in &spec.windows_builds {
+            assert!(
+                refs.contains_key(&(spec.name.clone(), build.clone())),
+                "{} {build}",
+                spec.name
+            );
+        }
+    }
+    for name in crossconf::cases::IMAGES_USED
+        .iter()
+        .copied()
+        .chain(["agnhost", "busybox", "pause"])
+    {
+        let spec = catalog.get(name).unwrap();
+        if !spec.has_os(Os::Windows) {
+            continue;
+        }
+        for build in ["10.0.17763", "10.0.20348"] {
+            let (_, reference) = refs
+                .get(&(name.to_string(), build.to_string()))
+                .unwrap_or_else(|| panic!("{name} has no Windows variant for {build}"));
+            assert!(reference.contains('/') && reference.contains(':'), "{reference}");
+        }
+    }
+}
+
+#[test]
+fn images_command_override_file_moves_exactly_the_named_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("repo-list.yaml");
+    std::fs::write(
+        &file,
+        "promoterE2eRegistry: mirror.example.com/e2e\nmicrosoftRegistry: mirror.example.com/mcr\n",
+    )
+    .unwrap();
+    let before = references(&images_json(&[], &[]));
+    let by_flag = references(&images_json(&["--kube-test-repo-list", file.to_str().unwrap()], &[]));
+    let by_env = references(&images_json(&[], &[("KUBE_TEST_REPO_LIST", &file)]));
+    assert_eq!(by_flag, by_env, "the flag and KUBE_TEST_REPO_LIST must agree");
+    assert_eq!(before.len(), by_flag.len());
+    let mut moved = 0;
+    for (variant, (key, old)) in &before {
+        let (_, new) = &by_flag[variant];
+        let (_, path) = old.split_once('/').unwrap();
+        match key.as_str() {
+            "promoterE2eRegistry" => {
+                // registry.k8s.io/e2e-test-images/<path>:<tag> → mirror.example.com/e2e/<path>:<tag>
+                let rest = path.strip_prefix("e2e-test-images/").unwrap();
+                assert_eq!(new, &format!("mirror.example.com/e2e/{rest}"), "{variant:?}");
+                moved += 1;
+            }
+            "microsoftRegistry" => {
+                assert_eq!(new, &format!("mirror.example.com/mcr/{path}"), "{variant:?}");
+                moved += 1;
+            }
+            _ => assert_eq!(new, old, "{variant:?} moved although its key {key} is not named"),
+        }
+    }
+    assert!(moved >= 20, "only {moved} references moved");
+}

@@ -613,3 +613,90 @@ async fn watch_bookmarks_and_timeout() {
     );
     srv.shutdown().await;
 }
+
+/// Upstream's `ValidateConfigMapUpdate`/`ValidateSecretUpdate`: an immutable object's payload
+/// and its `immutable` flag are frozen; metadata may still change.
+#[tokio::test]
+async fn immutable_config_maps_and_secrets_refuse_payload_changes() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (srv, client) = start(11).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "frozen"}, "data": {"k": "v"}, "immutable": true})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let pp = PatchParams::default();
+    let (code, reason, msg) = api_err(
+        cms.patch("frozen", &pp, &Patch::Merge(json!({"data": {"k": "v2"}})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        msg,
+        "ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    let (code, _, msg) = api_err(
+        cms.patch("frozen", &pp, &Patch::Merge(json!({"immutable": false})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        msg.contains("immutable: Forbidden: field is immutable when `immutable` is set"),
+        "{msg}"
+    );
+    let (code, _, msg) = api_err(
+        cms.patch("frozen", &pp, &Patch::Merge(json!({"binaryData": {"b": "AAE="}})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(msg.contains("binaryData: Forbidden"), "{msg}");
+    // Labels are not payload.
+    cms.patch(
+        "frozen",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+    )
+    .await
+    .unwrap();
+    // A mutable one may become immutable.
+    let open: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "open"}, "data": {"k": "v"}})).unwrap();
+    cms.create(&PostParams::default(), &open).await.unwrap();
+    cms.patch(
+        "open",
+        &pp,
+        &Patch::Merge(json!({"data": {"k": "v2"}, "immutable": true})),
+    )
+    .await
+    .unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let s: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "frozen"}, "data": {"k": "dg=="}, "immutable": true}))
+            .unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+    let (code, _, msg) = api_err(
+        secrets
+            .patch("frozen", &pp, &Patch::Merge(json!({"stringData": {"k": "other"}})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        msg.contains("data: Forbidden: field is immutable when `immutable` is set"),
+        "{msg}"
+    );
+    let (code, _, msg) = api_err(
+        secrets
+            .patch("frozen", &pp, &Patch::Merge(json!({"type": "kubernetes.io/tls"})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        msg.contains("type: Invalid value: \"kubernetes.io/tls\": field is immutable"),
+        "{msg}"
+    );
+    srv.shutdown().await;
+}

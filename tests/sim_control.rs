@@ -962,6 +962,80 @@ async fn cronjob_runs_on_schedule_with_an_accelerated_clock() {
     c.stop().await;
 }
 
+/// A CronJob every simulated minute whose Jobs never finish (no kubelet runs their pods).
+fn endless_cronjob(name: &str, policy: &str) -> CronJob {
+    obj(json!({"metadata": {"name": name}, "spec": {"schedule": "* * * * *",
+        "concurrencyPolicy": policy,
+        "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]}}}}}}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cronjob_forbid_holds_runs_back_and_replace_swaps_jobs() {
+    // One simulated minute per real second.
+    let cfg = ControlConfig::default()
+        .clock(Arc::new(ScaledClock::new(60.0)))
+        .only(&[Component::CronJob, Component::Job]);
+    let c = Cluster::start(cfg, false).await;
+    create_ns(&c.client, "conc").await;
+    let cjs: Api<CronJob> = c.api("conc");
+    for (name, policy) in [("forbid", "Forbid"), ("replace", "Replace")] {
+        cjs.create(&PostParams::default(), &endless_cronjob(name, policy))
+            .await
+            .unwrap();
+    }
+    // Forbid: the next run is held back with upstream's JobAlreadyActive event, and
+    // lastScheduleTime stays at the run that started.
+    let events: Api<Event> = c.api("conc");
+    until(&events, ListParams::default(), "a JobAlreadyActive event", |es| {
+        es.iter().any(|e| {
+            e.reason.as_deref() == Some("JobAlreadyActive") && e.involved_object.name.as_deref() == Some("forbid")
+        })
+    })
+    .await;
+    let jobs: Api<Job> = c.api("conc");
+    let owned_by = |js: &[Job], cj: &str| -> Vec<String> {
+        js.iter()
+            .filter(|j| j.owner_references().iter().any(|o| o.name == cj))
+            .map(ResourceExt::name_any)
+            .collect()
+    };
+    let all = jobs.list(&ListParams::default()).await.unwrap().items;
+    let forbid_jobs = owned_by(&all, "forbid");
+    assert_eq!(forbid_jobs.len(), 1, "Forbid started {forbid_jobs:?}");
+    let forbid = cjs.get("forbid").await.unwrap();
+    let last = forbid.status.and_then(|s| s.last_schedule_time).unwrap().0;
+    assert_eq!(
+        format!("forbid-{}", last.as_second() / 60),
+        forbid_jobs[0],
+        "lastScheduleTime stays at the run that started"
+    );
+    // Replace: a later run deletes the earlier Job; the CronJob lists one active Job.
+    let first = until(&jobs, ListParams::default(), "a replace job", |js| {
+        !owned_by(js, "replace").is_empty()
+    })
+    .await;
+    let first = owned_by(&first, "replace")[0].clone();
+    until(&cjs, ListParams::default(), "replace running a newer job alone", |cs| {
+        cs.iter().filter(|c| c.name_any() == "replace").any(|c| {
+            let active: Vec<String> = c
+                .status
+                .iter()
+                .flat_map(|s| s.active.iter().flatten())
+                .filter_map(|r| r.name.clone())
+                .collect();
+            active.len() == 1 && active[0] != first
+        })
+    })
+    .await;
+    until(&jobs, ListParams::default(), "the replaced job gone", |js| {
+        js.iter()
+            .all(|j| j.name_any() != first || j.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    c.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_cut_keeps_informers_consistent() {
     // The control plane's caches must survive the API server ending every watch.

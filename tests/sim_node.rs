@@ -962,3 +962,275 @@ async fn lifecycle_probes_hooks_init_and_env() {
         waiting_message(&p)
     );
 }
+
+// --- Windows behaviour model rows not covered above -------------------------------------------
+//
+// DESIGN.md "Windows behaviour model", row by row, and the test that shows each:
+// - Linux image / Windows image of another build: `image_and_sandbox_rows_of_the_windows_model`
+// - hostNetwork without HostProcess: `image_and_sandbox_rows_of_the_windows_model`
+// - Linux-only security fields (rejected with spec.os windows, ignored without):
+//   `security_context_row_of_the_windows_model`
+// - runAsUserName applied, unknown user fails: `volume_and_user_rows_of_the_windows_model`
+// - emptyDir medium Memory: `volume_and_user_rows_of_the_windows_model`; hugepages:
+//   `hugepages_and_file_mount_rows_of_the_windows_model`
+// - subPath: `volume_and_user_rows_of_the_windows_model`; a single-file mount:
+//   `hugepages_and_file_mount_rows_of_the_windows_model`
+// - read-only volume mount: `volume_and_user_rows_of_the_windows_model`
+// - DNS: dotted names fully qualified: `nodeport_on_every_node_and_cluster_dns`; configured
+//   through CNI (no resolv.conf) and ClusterFirstWithHostNet: `dns_row_of_the_windows_model`
+// - ICMP outside the cluster, /etc/hosts: `network_rows_restarts_and_deletion`
+// - stats: `windows_netexec_pod_serves_exec_logs_and_stats` (pod cpu/memory/logs) and
+//   `stats_row_of_the_windows_model` (node, pod, container: cpu, memory, fs, logs, network)
+
+/// Creates `p` and returns the API server's error, which must be a 422 Invalid.
+async fn create_rejected(c: &Cluster, p: Pod) -> Box<kube::core::Status> {
+    match Api::<Pod>::namespaced(c.client.clone(), NS)
+        .create(&PostParams::default(), &p)
+        .await
+    {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!(e.code, 422, "{e:?}");
+            e
+        }
+        other => panic!("pod {:?} was not rejected: {other:?}", p.metadata.name),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_context_row_of_the_windows_model() {
+    let c = cluster().await;
+    let linux_only_fields = |name: &str, os_field: bool| {
+        let mut p = pod(name, "win-0", AGNHOST, None, vec!["pause"]);
+        let spec = p.spec.as_mut().unwrap();
+        if os_field {
+            spec.os = Some(serde_json::from_value(serde_json::json!({"name": "windows"})).unwrap());
+        }
+        spec.security_context = Some(
+            serde_json::from_value(serde_json::json!({
+                "runAsUser": 1000, "runAsGroup": 3000,
+                "seLinuxOptions": {"level": "s0:c123,c456"},
+            }))
+            .unwrap(),
+        );
+        spec.containers[0].security_context = Some(
+            serde_json::from_value(serde_json::json!({
+                "privileged": true, "capabilities": {"add": ["NET_ADMIN"]},
+                "readOnlyRootFilesystem": true, "procMount": "Default", "runAsUser": 1000,
+            }))
+            .unwrap(),
+        );
+        p
+    };
+    // With spec.os.name windows the API server refuses each Linux-only field by path.
+    let e = create_rejected(&c, linux_only_fields("sc-os", true)).await;
+    for field in [
+        "securityContext.runAsUser",
+        "securityContext.runAsGroup",
+        "securityContext.seLinuxOptions",
+        "privileged",
+        "capabilities",
+        "readOnlyRootFilesystem",
+        "procMount",
+    ] {
+        assert!(e.message.contains(field), "{field} not named: {}", e.message);
+    }
+    assert!(e.message.contains("cannot be set for a windows pod"), "{}", e.message);
+    // Without it the pod is admitted and the Windows node ignores the fields: it runs as the
+    // image's user, and the root filesystem stays writable.
+    create(&c, linux_only_fields("sc-ignored", false)).await;
+    wait_pod(&c, "sc-ignored", "Running", running_ready).await;
+    let (out, _, code) = exec(&c, "sc-ignored", &["cmd", "/c", "whoami"]).await;
+    assert_eq!((out.trim(), code), ("user manager\\containeradministrator", None));
+    let (out, err, code) = exec(
+        &c,
+        "sc-ignored",
+        &["cmd", "/c", "echo x> C:\\written.txt && type C:\\written.txt"],
+    )
+    .await;
+    assert_eq!((out.trim(), code), ("x", None), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hugepages_and_file_mount_rows_of_the_windows_model() {
+    let c = cluster().await;
+    // hugepages: the container cannot be created on Windows.
+    let mut huge = pod("huge-win", "win-0", AGNHOST, None, vec!["pause"]);
+    huge.spec.as_mut().unwrap().containers[0].resources = Some(
+        serde_json::from_value(serde_json::json!({
+            "requests": {"memory": "100Mi", "hugepages-2Mi": "100Mi"},
+            "limits": {"memory": "100Mi", "hugepages-2Mi": "100Mi"},
+        }))
+        .unwrap(),
+    );
+    create(&c, huge).await;
+    let p = wait_pod(&c, "huge-win", "CreateContainerError", |p| {
+        waiting_reason(p).as_deref() == Some("CreateContainerError")
+    })
+    .await;
+    assert!(waiting_message(&p).contains("hugepages"), "{}", waiting_message(&p));
+    // A volume mounted onto a single file (hostPath of type FileOrCreate): unsupported on
+    // Windows, fine on Linux.
+    for (name, node, host, at) in [
+        ("file-win", "win-1", "C:\\var\\crossconf\\one.txt", "C:\\mnt\\one.txt"),
+        ("file-lin", "lin-0", "/var/crossconf/one.txt", "/mnt/one.txt"),
+    ] {
+        let p = with_volume(
+            pod(name, node, AGNHOST, None, vec!["pause"]),
+            serde_json::json!({"name": "f", "hostPath": {"path": host, "type": "FileOrCreate"}}),
+            serde_json::json!({"name": "f", "mountPath": at}),
+        );
+        create(&c, p).await;
+    }
+    let p = wait_pod(&c, "file-win", "CreateContainerError", |p| {
+        waiting_reason(p).as_deref() == Some("CreateContainerError")
+    })
+    .await;
+    let msg = waiting_message(&p);
+    assert!(msg.contains("onto a single file") && msg.contains("Windows"), "{msg}");
+    wait_pod(&c, "file-lin", "Running", running_ready).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_row_of_the_windows_model() {
+    let c = cluster().await;
+    let dns_ip = c.net.block().dns_service().to_string();
+    create(&c, pod("dns-win", "win-0", AGNHOST, None, vec!["pause"])).await;
+    create(&c, pod("dns-lin", "lin-0", AGNHOST, None, vec!["pause"])).await;
+    wait_pod(&c, "dns-win", "Running", running_ready).await;
+    wait_pod(&c, "dns-lin", "Running", running_ready).await;
+    // Windows: the DNS servers and suffixes come from the network configuration (what
+    // agnhost dns-server-list / dns-suffix read), and there is no /etc/resolv.conf.
+    let (out, _, code) = exec(&c, "dns-win", &["/agnhost", "dns-server-list"]).await;
+    assert_eq!((out.trim(), code), (dns_ip.as_str(), None));
+    let (out, _, _) = exec(&c, "dns-win", &["/agnhost", "dns-suffix"]).await;
+    assert!(out.trim().starts_with("default.svc.cluster.local"), "{out}");
+    let (out, err, code) = exec(&c, "dns-win", &["cmd", "/c", "type C:\\etc\\resolv.conf"]).await;
+    assert!(code.is_some(), "a Windows container has no resolv.conf: {out}{err}");
+    // Linux: the kubelet writes /etc/resolv.conf with the same server.
+    let (out, _, code) = exec(&c, "dns-lin", &["cat", "/etc/resolv.conf"]).await;
+    assert!(code.is_none() && out.contains(&format!("nameserver {dns_ip}")), "{out}");
+    // ClusterFirstWithHostNet: the Windows sandbox cannot be set up; Linux accepts it.
+    for (name, node) in [("cfhn-win", "win-1"), ("cfhn-lin", "lin-0")] {
+        let mut p = pod(name, node, AGNHOST, None, vec!["pause"]);
+        p.spec.as_mut().unwrap().dns_policy = Some("ClusterFirstWithHostNet".into());
+        create(&c, p).await;
+    }
+    wait_event(&c, "cfhn-win", "FailedCreatePodSandBox", "ClusterFirstWithHostNet").await;
+    wait_pod(&c, "cfhn-lin", "Running", running_ready).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_row_of_the_windows_model() {
+    let c = cluster().await;
+    create(&c, netexec("stats-win", "win-1")).await;
+    let p = wait_pod(&c, "stats-win", "Running", running_ready).await;
+    // Some traffic, so the pod's network counters move.
+    let (code, body) = http_get(&c, SocketAddr::new(pod_ip(&p).into(), 8080), "/hostname").await;
+    assert_eq!((code, body.as_str()), (200, "stats-win"));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let req = http::Request::get("/api/v1/nodes/win-1/proxy/stats/summary")
+        .body(Vec::new())
+        .unwrap();
+    let summary: serde_json::Value = c.client.request(req).await.expect("stats summary");
+    let positive = |v: &serde_json::Value, path: &str| {
+        let n = v.pointer(path).and_then(serde_json::Value::as_u64);
+        assert!(n.is_some_and(|n| n > 0), "{path} is {n:?} in {v}");
+    };
+    let node = &summary["node"];
+    assert_eq!(node["nodeName"], "win-1");
+    for path in [
+        "/cpu/usageNanoCores",
+        "/cpu/usageCoreNanoSeconds",
+        "/memory/workingSetBytes",
+        "/fs/capacityBytes",
+        "/fs/availableBytes",
+        "/network/rxBytes",
+        "/runtime/imageFs/usedBytes",
+    ] {
+        positive(node, path);
+    }
+    let pod_stats = summary["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["podRef"]["name"] == "stats-win" && p["podRef"]["namespace"] == NS)
+        .expect("the pod in the summary");
+    for path in [
+        "/cpu/usageCoreNanoSeconds",
+        "/memory/workingSetBytes",
+        "/network/rxBytes",
+        "/network/txBytes",
+    ] {
+        positive(pod_stats, path);
+    }
+    let container = &pod_stats["containers"][0];
+    assert_eq!(container["name"], "c");
+    for path in [
+        "/cpu/usageCoreNanoSeconds",
+        "/memory/workingSetBytes",
+        "/rootfs/usedBytes",
+        "/rootfs/capacityBytes",
+        "/logs/availableBytes",
+        "/logs/usedBytes",
+    ] {
+        positive(container, path);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_addons_run_on_the_nodes_of_their_os() {
+    let c = cluster().await;
+    let ds = Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(c.client.clone(), "kube-system");
+    // Each add-on DaemonSet has a ready pod on every node of its OS, and only there.
+    for (name, os, nodes) in [
+        ("kube-proxy", "linux", 1),
+        ("kube-flannel-ds", "linux", 1),
+        ("kube-proxy-windows", "windows", 2),
+        ("kube-flannel-ds-windows-amd64", "windows", 2),
+    ] {
+        let ready = |d: Option<&k8s_openapi::api::apps::v1::DaemonSet>| {
+            d.and_then(|d| d.status.as_ref())
+                .is_some_and(|s| s.desired_number_scheduled == nodes && s.number_ready == nodes)
+        };
+        tokio::time::timeout(Duration::from_secs(30), await_condition(ds.clone(), name, ready))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: not {nodes} ready pods in 30s"))
+            .expect("watch");
+        let pods = Api::<Pod>::namespaced(c.client.clone(), "kube-system")
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+        let placed: Vec<String> = pods
+            .items
+            .iter()
+            .filter(|p| p.metadata.owner_references.iter().flatten().any(|o| o.name == name))
+            .map(|p| p.spec.as_ref().unwrap().node_name.clone().unwrap_or_default())
+            .collect();
+        let prefix = if os == "windows" { "win-" } else { "lin-" };
+        assert!(
+            placed.len() == nodes as usize && placed.iter().all(|n| n.starts_with(prefix)),
+            "{name} placed on {placed:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalogue_dns_tools_image_resolves_names_on_both_oses() {
+    let c = cluster().await;
+    let catalog = crossconf::images::ImageCatalog::load_default();
+    for (name, node, os, build) in [
+        ("dnsutils-win", "win-0", Os::Windows, Some("10.0.20348")),
+        ("dnsutils-lin", "lin-0", Os::Linux, None),
+    ] {
+        let image = catalog.resolve("jessie-dnsutils", os, build).unwrap().reference;
+        let command = match os {
+            Os::Windows => vec!["cmd", "/c", "ping -t localhost"],
+            Os::Linux => vec!["sleep", "3600"],
+        };
+        create(&c, pod(name, node, &image, Some(command), vec![])).await;
+        wait_pod(&c, name, "Running", running_ready).await;
+        let (out, err, code) = exec(&c, name, &["nslookup", "kubernetes.default.svc.cluster.local"]).await;
+        assert!(code.is_none(), "{name}: {out}{err}");
+        assert!(out.contains("kubernetes.default.svc.cluster.local"), "{name}: {out}");
+    }
+}

@@ -69,20 +69,27 @@ fn file_path(f: &Framework, mount: &str, rel: &str) -> String {
         .fold(mount.to_string(), |dir, part| f.target_os().join(&dir, part))
 }
 
-/// A container that prints the given files one after the other and exits.
+/// A container that prints the given files one after the other and exits (upstream's
+/// projected_combined.go does the same with `cat a && cat b && cat c`).
 fn reader(f: &Framework, name: &str, files: &[String]) -> ContainerBuilder {
     let os = f.target_os();
     let script = files.iter().map(|p| os.cat(p)).collect::<Vec<_>>().join(" && ");
     ContainerBuilder::new(name, "agnhost").command(os.shell(&script))
 }
 
-/// Runs `pod` to completion and checks that its output, line by line, is `expected`.
+/// Runs `pod` to completion and checks that its output is the `expected` file contents back to
+/// back.
+///
+/// The kubelet writes ConfigMap, Secret and downward API values as they are, without a
+/// trailing newline, so reading several files prints their contents run together (as
+/// `value-1value-1`); comparing with the concatenation keeps the check exact on both OSes.
 async fn expect_output(f: &Framework, pod: &PodBuilder, container: &str, expected: &[&str]) -> CaseResult {
     let out = f.container_output(pod, container).await?;
-    let lines: Vec<&str> = out.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let printed = out.trim();
+    let want = expected.concat();
     ensure!(
-        lines == expected,
-        "pod {} printed {lines:?}, expected {expected:?}",
+        printed == want,
+        "pod {} printed {printed:?}, expected {want:?} (the contents of {expected:?} back to back)",
         pod.name()
     );
     Ok(())
@@ -366,19 +373,23 @@ async fn cm_multiple_volumes(f: &Framework) -> CaseResult {
     expect_output(f, &pod, "agnhost-container", &["value-1", "value-1"]).await
 }
 
-/// Runs `ls -l` on `path` (inside volume `volume` mounted at `mount`) in a run-to-completion
+/// Runs `ls -lL` on `path` (inside volume `volume` mounted at `mount`) in a run-to-completion
 /// pod and checks the mode column.
+///
+/// `-L` because the kubelet publishes each key as a symlink into its `..data` directory (the
+/// atomic writer), and `ls -l` would show the link's own `lrwxrwxrwx`; upstream's
+/// `mounttest --file_mode` stats through the link the same way.
 async fn expect_mode(f: &Framework, pod: PodBuilder, volume: &str, mount: &str, path: &str, mode: &str) -> CaseResult {
     let os = f.target_os();
     let pod = pod.container(
         ContainerBuilder::new("agnhost-container", "agnhost")
-            .command(os.shell(&format!("ls -l {path}")))
+            .command(os.shell(&format!("ls -lL {path}")))
             .mount(volume, mount, true),
     );
     let out = f.container_output(&pod, "agnhost-container").await?;
     ensure!(
         out.trim_start().starts_with(mode),
-        "pod {}: expected {path} to have mode {mode}, `ls -l` printed {out:?}",
+        "pod {}: expected {path} to have mode {mode}, `ls -lL` printed {out:?}",
         pod.name()
     );
     Ok(())

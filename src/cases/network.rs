@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::catalog::{Case, Kind};
 use crate::cluster::NodeInfo;
-use crate::framework::netexec::{HTTP_PORT, MAX_DIAL_TRIES, netexec_pod};
+use crate::framework::netexec::{HTTP_PORT, MAX_DIAL_TRIES, netexec_pod, ping_once_script};
 use crate::framework::services::{self, SERVICE_HTTP_PORT, SERVICE_UDP_PORT, ServiceBuilder, service_fqdn};
 use crate::framework::{CaseError, CaseResult, Framework, Protocol, pod_ip, pod_node};
 use crate::os::Os;
@@ -66,6 +66,9 @@ pub const EXTERNAL_IP_UDP: &str = "[sig-windows] Windows pod networking Pod to E
 /// Matrix row: pod to the outside world by name, TCP.
 pub const EXTERNAL_NAME_TCP: &str =
     "[sig-windows] Windows pod networking Pod to External should connect by name over TCP";
+/// ICMP to the outside world: no echo reply from a Windows pod (the Windows networking
+/// documents' ICMP limitation), while TCP to the same address works.
+pub const EXTERNAL_ICMP: &str = "[sig-windows] Windows pod networking Pod to External should get no reply to ping outside the cluster while TCP to the same address works";
 /// Matrix row: node to pod (the node's kubelet probing the pod).
 pub const NODE_TO_POD: &str =
     "[sig-windows] Windows pod networking Node to Pod should reach the pod from its node's kubelet over TCP";
@@ -97,6 +100,7 @@ pub fn cases() -> Vec<Case> {
         crate::case!(EXTERNAL_IP_TCP, Kind::WindowsSpecific, external_ip_tcp),
         crate::case!(EXTERNAL_IP_UDP, Kind::WindowsSpecific, external_ip_udp),
         crate::case!(EXTERNAL_NAME_TCP, Kind::WindowsSpecific, external_name_tcp),
+        crate::case!(EXTERNAL_ICMP, Kind::WindowsSpecific, external_icmp),
         crate::case!(NODE_TO_POD, Kind::WindowsSpecific, node_to_pod),
         crate::case!(POD_TO_NODE, Kind::WindowsSpecific, pod_to_node),
         crate::case!(SVC_DOTTED, Kind::Substitute, svc_dotted),
@@ -420,6 +424,17 @@ pub(crate) async fn egress(f: &Framework, protocol: Protocol, host: &str, port: 
 
 /// Like [`egress`] from a pod of `os`.
 pub(crate) async fn egress_from(f: &Framework, os: Os, protocol: Protocol, host: &str, port: u16) -> CaseResult {
+    egress_client(f, os, protocol, host, port).await.map(|_| ())
+}
+
+/// Like [`egress_from`]; returns the client pod that got through.
+async fn egress_client(
+    f: &Framework,
+    os: Os,
+    protocol: Protocol,
+    host: &str,
+    port: u16,
+) -> Result<Endpoint, CaseError> {
     f.require_nodes(os, 1).await?;
     let client = netexec_ready(f, "egress-client", os, None).await?;
     let token = "crossconf-egress";
@@ -435,7 +450,7 @@ pub(crate) async fn egress_from(f: &Framework, os: Os, protocol: Protocol, host:
             Protocol::Udp => answer.responses.iter().any(|r| r.trim() == token),
         };
         if ok {
-            return Ok(());
+            return Ok(client);
         }
         last = Some(answer);
     }
@@ -474,6 +489,31 @@ async fn external_name_tcp(f: &Framework) -> CaseResult {
     egress(f, Protocol::Http, &name, port).await
 }
 
+/// ICMP leaves the cluster only where the OS lets it ([`Os::icmp_leaves_cluster`]: not from
+/// Windows pods), while TCP to the same outside address works: the pod first reaches
+/// `--external-endpoint` over TCP, then pings its host once.
+async fn external_icmp(f: &Framework) -> CaseResult {
+    let (host, port) = external_endpoint(f)?;
+    let os = f.target_os();
+    let client = egress_client(f, os, Protocol::Http, &host, port).await?;
+    let out = f
+        .exec_shell(&client.name, None, os, &ping_once_script(os, &host))
+        .await?;
+    let (replied, expected) = (out.exit_code == 0, os.icmp_leaves_cluster());
+    crate::ensure!(
+        replied == expected,
+        "ping {host} from {} pod {} on node {} (TCP to {host}:{port} works): expected {}, got {} (exit {}): {}",
+        os.title(),
+        client.name,
+        client.node,
+        if expected { "an echo reply" } else { "no echo reply" },
+        if replied { "a reply" } else { "no reply" },
+        out.exit_code,
+        format!("{}{}", out.stdout, out.stderr).trim()
+    );
+    Ok(())
+}
+
 /// Matrix: Node→Pod. A Windows node cannot run a hostNetwork client, so the node's own kubelet
 /// is the client: an HTTP readiness probe on netexec `/healthz` only passes when the node
 /// reaches the pod's IP.
@@ -507,8 +547,10 @@ async fn node_to_pod(f: &Framework) -> CaseResult {
     Ok(())
 }
 
-/// Matrix: Pod→Node. From a pod of the target OS, an HTTPS request to every node's kubelet
-/// port (10250) completes (any HTTP status counts: the check is the path, not the auth).
+/// Matrix: Pod→Node. From a pod of the target OS, a TCP connection to every node's kubelet
+/// port (10250) opens. The check is the path, not the kubelet's TLS or auth, so it uses
+/// `agnhost connect` (a plain TCP dial, as upstream's network policy probes do), which works
+/// the same in the Linux and the Windows agnhost image.
 async fn pod_to_node(f: &Framework) -> CaseResult {
     let os = f.target_os();
     let nodes = f.require_nodes(os, 1).await?;
@@ -519,17 +561,14 @@ async fn pod_to_node(f: &Framework) -> CaseResult {
             failed.push(format!("node {} has no InternalIP", node.name));
             continue;
         };
+        let target = format!("{ip}:{KUBELET_PORT}");
+        let command = ["/agnhost", "connect", target.as_str(), "--timeout=5s", "--protocol=tcp"];
         let out = f
-            .exec_shell(
-                &client.name,
-                None,
-                os,
-                &format!("curl -k -s -m 10 https://{ip}:10250/healthz"),
-            )
+            .exec(&client.name, None, command.iter().map(ToString::to_string).collect())
             .await?;
         if out.exit_code != 0 {
             failed.push(format!(
-                "node {} ({ip}:10250): curl exit {} {}",
+                "node {} ({target}): agnhost connect exit {}: {}",
                 node.name,
                 out.exit_code,
                 out.stderr.trim()
@@ -538,7 +577,7 @@ async fn pod_to_node(f: &Framework) -> CaseResult {
     }
     crate::ensure!(
         failed.is_empty(),
-        "{} out of {} nodes unreachable from pod {} on node {}: {}",
+        "{} out of {} nodes' kubelet ports unreachable over TCP from pod {} on node {}: {}",
         failed.len(),
         nodes.len(),
         client.name,
@@ -547,6 +586,9 @@ async fn pod_to_node(f: &Framework) -> CaseResult {
     );
     Ok(())
 }
+
+/// The kubelet's port on every node.
+const KUBELET_PORT: u16 = 10250;
 
 /// The negative row of the Windows connectivity table: `svc.ns` (a dot, not fully qualified)
 /// resolves only where the DNS client appends search suffixes to dotted names

@@ -38,6 +38,9 @@ pub const PULL_IMAGE: &str = "[sig-node] Container Runtime blackbox test when ru
 /// Upstream runtime.go (common node): a private image without a pull secret.
 pub const PULL_PRIVATE_NO_SECRET: &str = "[sig-node] Container Runtime blackbox test when running a container with a new image should not be able to pull from private registry without secret [NodeConformance]";
 
+/// Upstream runtime.go (common node): a private image with a pull secret.
+pub const PULL_PRIVATE_WITH_SECRET: &str = "[sig-node] Container Runtime blackbox test when running a container with a new image should be able to pull from private registry with secret [NodeConformance]";
+
 /// imagePullPolicy Always pulls at every container start.
 pub const POLICY_ALWAYS: &str =
     "[sig-windows] Image pulls with imagePullPolicy Always should pull the image at every container start";
@@ -84,6 +87,7 @@ pub fn cases() -> Vec<Case> {
         crate::case!(PULL_INVALID_REGISTRY, Kind::Adapted, pull_invalid_registry),
         crate::case!(PULL_IMAGE, Kind::Adapted, pull_image),
         crate::case!(PULL_PRIVATE_NO_SECRET, Kind::Adapted, pull_private_no_secret),
+        crate::case!(PULL_PRIVATE_WITH_SECRET, Kind::Adapted, pull_private_with_secret),
         crate::case!(POLICY_ALWAYS, Kind::WindowsSpecific, policy_always),
         crate::case!(POLICY_IF_NOT_PRESENT, Kind::WindowsSpecific, policy_if_not_present),
         crate::case!(POLICY_NEVER_CACHED, Kind::WindowsSpecific, policy_never_cached),
@@ -317,14 +321,23 @@ async fn pull_image(f: &Framework) -> CaseResult {
         "Always",
     );
     f.create_pod(&pull_pod("image-pull-test", os, c)).await?;
-    f.wait_for_within(
-        &f.api::<Pod>(),
-        "image-pull-test",
-        conditions::is_pod_phase("Running"),
-        "to be Running",
-        crate::framework::POD_START_TIMEOUT,
-    )
-    .await?;
+    let p = f
+        .wait_for_within(
+            &f.api::<Pod>(),
+            "image-pull-test",
+            conditions::is_pod_phase("Running").or(pull_failed()),
+            "to be Running (or to fail pulling)",
+            crate::framework::POD_START_TIMEOUT,
+        )
+        .await?
+        .ok_or_else(|| CaseError::failed("pod image-pull-test vanished"))?;
+    if let Some((reason, message)) = start_failure(&p) {
+        crate::fail!(
+            "pod image-pull-test on node {}: image {} was not pulled: {reason}: {message}",
+            pod_node(&p),
+            f.image("agnhost", os)?
+        );
+    }
     Ok(())
 }
 
@@ -338,6 +351,77 @@ async fn pull_private_no_secret(f: &Framework) -> CaseResult {
     );
     f.create_pod(&pull_pod("image-pull-test", os, c)).await?;
     expect_pull_failure(f, "image-pull-test").await
+}
+
+/// Where the registry credentials for [`PULL_PRIVATE_WITH_SECRET`] come from on a real cluster:
+/// a base64 `user:password` for the private registry (upstream hard-codes a read-only key for
+/// its `authenticated-image-pulling` repositories). The simulated registry accepts any
+/// credentials for the right host and refuses the image without them.
+const PRIVATE_REGISTRY_AUTH_ENV: &str = "CROSSCONF_PRIVATE_REGISTRY_AUTH";
+
+/// The registry host of an image reference (`gcr.io/x/y:1` → `gcr.io`; Docker Hub by default).
+fn registry_host(reference: &str) -> String {
+    match reference.split_once('/') {
+        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => first.to_string(),
+        _ => "docker.io".to_string(),
+    }
+}
+
+/// Upstream runtime.go "should be able to pull from private registry with secret": a
+/// `kubernetes.io/dockerconfigjson` secret for the private registry, named in the pod's
+/// `imagePullSecrets`, lets the kubelet pull the authenticated image, and the container runs.
+async fn pull_private_with_secret(f: &Framework) -> CaseResult {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::{LocalObjectReference, Secret};
+    let os = f.target_os();
+    f.require_nodes(os, 1).await?;
+    let image = f.image("authenticated", os)?;
+    let host = registry_host(&image);
+    let auth = std::env::var(PRIVATE_REGISTRY_AUTH_ENV).unwrap_or_else(|_| "ZTJlOnRlc3Q=".into());
+    let config = serde_json::json!({"auths": {format!("https://{host}"): {"auth": auth}}});
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("image-pull-secret".into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some(BTreeMap::from([(
+            ".dockerconfigjson".to_string(),
+            ByteString(config.to_string().into_bytes()),
+        )])),
+        ..Default::default()
+    };
+    f.step(format!("creating pull secret image-pull-secret for registry {host}"));
+    f.api::<Secret>()
+        .create(&kube::api::PostParams::default(), &secret)
+        .await?;
+    let c = pull_policy(
+        ContainerBuilder::new("image-pull-test", "authenticated").command(os.shell(os.idle_script())),
+        "Always",
+    );
+    let pod = pull_pod("image-pull-test", os, c).edit_spec(|spec| {
+        spec.image_pull_secrets = Some(vec![LocalObjectReference {
+            name: "image-pull-secret".into(),
+        }]);
+    });
+    f.create_pod(&pod).await?;
+    let p = f
+        .wait_for_within(
+            &f.api::<Pod>(),
+            "image-pull-test",
+            conditions::is_pod_phase("Running").or(pull_failed()),
+            "to be Running (or to fail pulling)",
+            crate::framework::POD_START_TIMEOUT,
+        )
+        .await?
+        .ok_or_else(|| CaseError::failed("pod image-pull-test vanished"))?;
+    if let Some((reason, message)) = start_failure(&p) {
+        crate::fail!(
+            "pod image-pull-test on node {}: private image {image} was not pulled with pull secret image-pull-secret: {reason}: {message}",
+            pod_node(&p)
+        );
+    }
+    Ok(())
 }
 
 /// Sums the `count` of the pod's events with `reason` (the kubelet aggregates repeats).
@@ -1011,7 +1095,7 @@ async fn grace_period(f: &Framework) -> CaseResult {
         .container(ContainerBuilder::new("c", "agnhost").args(["pause"]));
     let pod = f.create_pod_ready(&b).await?;
     let bound = Duration::from_secs(u64::try_from(grace).unwrap_or(5) + 20);
-    let took = delete_and_wait(f, &pod, Duration::from_secs(120)).await?;
+    let took = delete_and_wait(f, &pod, Duration::from_secs(60)).await?;
     f.property("termination_seconds", format!("{:.1}", took.as_secs_f64()));
     crate::ensure!(
         took <= bound,
@@ -1049,7 +1133,7 @@ async fn pre_stop(f: &Framework) -> CaseResult {
                 }),
         );
     let pod = f.create_pod_ready(&hooked).await?;
-    delete_and_wait(f, &pod, Duration::from_secs(120)).await?;
+    delete_and_wait(f, &pod, Duration::from_secs(60)).await?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut tick = tokio::time::interval(POLL_INTERVAL);
     loop {

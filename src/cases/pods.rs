@@ -57,6 +57,11 @@ pub fn cases() -> Vec<Case> {
     ]
 }
 
+/// How long a deleted pod may take to disappear: its 30 s grace period plus API and kubelet
+/// latency. Bounded well inside the case timeout so a kubelet that never finishes the
+/// termination fails the wait with its own message.
+const DELETION_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A long-running container: agnhost `pause`.
 fn pause(name: &str) -> ContainerBuilder {
     ContainerBuilder::new(name, "agnhost").args(["pause"])
@@ -160,8 +165,14 @@ async fn submitted_and_removed(f: &Framework) -> CaseResult {
     f.api::<Pod>()
         .delete(pod.name(), &DeleteParams::default().grace_period(30))
         .await?;
-    f.wait_for(&f.api::<Pod>(), pod.name(), is_deleted(&uid), "to be deleted")
-        .await?;
+    f.wait_for_within(
+        &f.api::<Pod>(),
+        pod.name(),
+        is_deleted(&uid),
+        "to be deleted",
+        DELETION_WAIT,
+    )
+    .await?;
     let after = f.api::<Pod>().list(&ListParams::default().labels(selector)).await?;
     ensure!(
         after.items.is_empty(),
@@ -244,12 +255,15 @@ async fn active_deadline(f: &Framework) -> CaseResult {
     f.api::<Pod>()
         .patch(pod.name(), &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
+    // Upstream waits for the pod to terminate with DeadlineExceeded; 60 s bounds it well inside
+    // the case timeout, so a kubelet that ignores the deadline fails with this wait's message.
     let failed = f
-        .wait_for(
+        .wait_for_within(
             &f.api::<Pod>(),
             pod.name(),
             wc::is_pod_phase("Failed"),
-            "to fail after its deadline",
+            "to fail after its 5s activeDeadlineSeconds",
+            std::time::Duration::from_secs(60),
         )
         .await?
         .unwrap_or_default();
@@ -332,11 +346,12 @@ async fn delete_collection(f: &Framework) -> CaseResult {
     f.api::<Pod>()
         .delete_collection(&DeleteParams::default(), &ListParams::default().labels(selector))
         .await?;
-    f.wait_list(
+    f.wait_list_within(
         &f.api::<Pod>(),
         selector,
         |pods: &[Pod]| pods.is_empty(),
         "every pod of the collection to be gone",
+        DELETION_WAIT,
     )
     .await?;
     Ok(())
@@ -708,8 +723,14 @@ async fn kubelet_delete_failed(f: &Framework) -> CaseResult {
     );
     let uid = done.metadata.uid.clone().unwrap_or_default();
     f.api::<Pod>().delete(pod.name(), &DeleteParams::default()).await?;
-    f.wait_for(&f.api::<Pod>(), pod.name(), is_deleted(&uid), "to be deleted")
-        .await?;
+    f.wait_for_within(
+        &f.api::<Pod>(),
+        pod.name(),
+        is_deleted(&uid),
+        "to be deleted",
+        DELETION_WAIT,
+    )
+    .await?;
     Ok(())
 }
 

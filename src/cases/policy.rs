@@ -74,14 +74,22 @@ fn used(q: &ResourceQuota, resource: &str) -> String {
 }
 
 /// Waits until quota `name` reports exactly `expected` usage for each listed resource (values
-/// compared as the API prints them, e.g. `500m`, `1`).
+/// compared as the API prints them, e.g. `500m`, `1`). A resource missing from `status.used`
+/// does not count as zero: as upstream's `waitForResourceQuota`, the quota controller must
+/// have computed it (until then the quota admission refuses with "status unknown").
 async fn wait_used(f: &Framework, name: &str, expected: &[(&str, &str)]) -> Result<ResourceQuota, CaseError> {
     let want: Vec<(String, String)> = expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let why = format!("to report usage {want:?}");
+    let why = format!("to report usage {want:?} in status.used");
     f.wait_for(
         &f.api::<ResourceQuota>(),
         name,
-        move |q: Option<&ResourceQuota>| q.is_some_and(|q| want.iter().all(|(k, v)| &used(q, k) == v)),
+        move |q: Option<&ResourceQuota>| {
+            q.is_some_and(|q| {
+                let reported = q.status.as_ref().and_then(|s| s.used.as_ref());
+                want.iter()
+                    .all(|(k, v)| reported.is_some_and(|u| u.contains_key(k)) && &used(q, k) == v)
+            })
+        },
         &why,
     )
     .await?

@@ -49,6 +49,10 @@ const INITIAL_DELAY: i32 = 15;
 /// still covers several probe periods.
 const OBSERVE: Duration = Duration::from_secs(INITIAL_DELAY as u64 + 4 * 10);
 
+/// How long a failing liveness probe may take to restart its container: the initial delay,
+/// a probe period and the restart, with room for a slow Windows start.
+const RESTART_WAIT: Duration = Duration::from_secs(90);
+
 fn exec_probe(argv: Vec<String>) -> Probe {
     Probe {
         exec: Some(ExecAction { command: Some(argv) }),
@@ -126,11 +130,12 @@ async fn expect_no_restarts(f: &Framework, pod: &crate::framework::PodBuilder) -
 async fn expect_restart(f: &Framework, pod: &crate::framework::PodBuilder) -> CaseResult {
     f.create_pod(pod).await?;
     let restarted = f
-        .wait_for(
+        .wait_for_within(
             &f.api::<Pod>(),
             pod.name(),
             wc::restarted_at_least(1),
             "to be restarted by its liveness probe",
+            RESTART_WAIT,
         )
         .await?
         .unwrap_or_default();
@@ -342,8 +347,12 @@ async fn readiness_initial_delay(f: &Framework) -> CaseResult {
 
 // --- lifecycle hooks -------------------------------------------------------------------------
 
-/// Upstream lifecycle_hook.go `postStartWaitTimeout` / `preStopWaitTimeout`: 2 minutes.
-const HOOK_WAIT: Duration = Duration::from_secs(120);
+/// How long the handler's log is polled for the hook's request. Upstream lifecycle_hook.go waits
+/// up to 2 minutes (`postStartWaitTimeout`), but by then the request has either been sent or not:
+/// postStart runs before the kubelet reports the container ready, preStop before the pod is
+/// gone. A shorter bound keeps the wait inside the case timeout, so a hook that never ran fails
+/// with a message naming the handler and its log rather than a bare case timeout.
+const HOOK_WAIT: Duration = Duration::from_secs(30);
 
 /// Which hook a case installs, and how.
 #[derive(Clone, Copy)]
@@ -415,8 +424,14 @@ async fn run_hook_case(f: &Framework, hook: Hook, http: bool) -> CaseResult {
     f.api::<Pod>()
         .delete(&name, &DeleteParams::default().grace_period(15))
         .await?;
-    f.wait_for(&f.api::<Pod>(), &name, is_deleted(&uid), "to be deleted")
-        .await?;
+    f.wait_for_within(
+        &f.api::<Pod>(),
+        &name,
+        is_deleted(&uid),
+        "to be deleted",
+        Duration::from_secs(60),
+    )
+    .await?;
     if let Hook::PreStop = hook {
         f.eventually_logs_contain("pod-handle-http-request", None, &needle, HOOK_WAIT)
             .await?;

@@ -167,17 +167,34 @@ async fn unknown_pod_level(f: &Framework) -> CaseResult {
                     .is_some_and(|m| m.contains("The user name or password is incorrect."))
         },
     );
+    // Stop watching as soon as the pod is finished either way: a pod that ran to Succeeded
+    // as the unknown user is the failure this case guards against.
     let container = f.wait_for_within(
         &api,
         "run-as-unknown",
-        failed_to_start,
+        |p: Option<&Pod>| failed_to_start(p) || p.is_some_and(succeeded),
         "to fail with ContainerCannotRun or StartError",
         crate::framework::POD_START_TIMEOUT,
     );
     tokio::select! {
         r = sandbox => r.map(|_| ()),
-        r = container => r.map(|_| ()),
+        r = container => {
+            let pod = r?;
+            crate::ensure!(
+                !pod.as_ref().is_some_and(succeeded),
+                "pod run-as-unknown ran to Succeeded as unknown user FooLish; expected its sandbox or container to fail (\"The user name or password is incorrect.\")"
+            );
+            Ok(())
+        }
     }
+}
+
+fn wc_finished() -> impl kube::runtime::wait::Condition<Pod> {
+    conditions::is_pod_finished()
+}
+
+fn succeeded(p: &Pod) -> bool {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
 }
 
 /// Upstream "should not be able to create pods with unknown usernames at Container level".
@@ -193,14 +210,14 @@ async fn unknown_container_level(f: &Framework) -> CaseResult {
     ))
     .await?;
     let pod = f
-        .wait_for(
-            &f.api::<Pod>(),
-            "run-as-unknown",
-            conditions::is_pod_phase("Failed"),
-            "to fail",
-        )
+        .wait_for(&f.api::<Pod>(), "run-as-unknown", wc_finished(), "to fail")
         .await?
         .ok_or_else(|| CaseError::failed("pod run-as-unknown vanished"))?;
+    crate::ensure!(
+        !succeeded(&pod),
+        "pod run-as-unknown on node {}: container run-as-username-container ran to Succeeded as unknown user FooLish; expected it to fail to start",
+        pod_node(&pod)
+    );
     let reason = terminated_reason(&pod, CONTAINER).unwrap_or_default();
     crate::ensure!(
         reason == "ContainerCannotRun" || reason == "StartError",
@@ -282,16 +299,35 @@ async fn non_root_refused(f: &Framework, user: &str) -> CaseResult {
     let want = format!(
         "container's runAsUserName ({user}) which will be regarded as root identity and will break non-root policy"
     );
-    let e = f
-        .wait_pod_event(
-            "run-as-admin-non-root",
-            &format!("containing {want:?}"),
-            crate::framework::POD_START_TIMEOUT,
-            |e| e.message.as_deref().is_some_and(|m| m.contains(&want)),
-        )
-        .await?;
-    f.step(format!("kubelet: {}", describe_event(&e)));
-    Ok(())
+    let what = format!("containing {want:?}");
+    let api = f.api::<Pod>();
+    let refused = f.wait_pod_event(
+        "run-as-admin-non-root",
+        &what,
+        crate::framework::POD_START_TIMEOUT,
+        |e| e.message.as_deref().is_some_and(|m| m.contains(&want)),
+    );
+    // A pod that runs to completion as the administrator is the failure this case guards
+    // against: stop waiting for the refusal then.
+    let ran = f.wait_for_within(
+        &api,
+        "run-as-admin-non-root",
+        |p: Option<&Pod>| p.is_some_and(succeeded),
+        "to run to completion",
+        crate::framework::POD_START_TIMEOUT,
+    );
+    tokio::select! {
+        e = refused => {
+            f.step(format!("kubelet: {}", describe_event(&e?)));
+            Ok(())
+        }
+        r = ran => {
+            r?;
+            crate::fail!(
+                "pod run-as-admin-non-root ran to Succeeded as {user} although runAsNonRoot is true; expected the kubelet to refuse it: {want}"
+            )
+        }
+    }
 }
 
 /// Upstream "... running as ContainerAdministrator when runAsNonRoot is true".

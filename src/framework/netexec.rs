@@ -19,6 +19,8 @@ pub const HTTP_PORT: u16 = 8080;
 pub const UDP_PORT: u16 = 8081;
 /// Upstream `maxTries` for granular checks before a connection counts as failed.
 pub const MAX_DIAL_TRIES: u32 = 39;
+/// The case time [`Framework::dial_expect`] keeps for reporting instead of trying again.
+const DIAL_RESERVE: std::time::Duration = std::time::Duration::from_secs(20);
 /// The logical image name of agnhost in the catalogue.
 pub const AGNHOST: &str = "agnhost";
 
@@ -72,6 +74,18 @@ impl DialResponse {
     }
 }
 
+/// The shell script that sends one ICMP echo to `host` and exits 0 only on a reply: Windows
+/// `ping -n 1 -w 2000`, busybox `ping -c 1 -W 2`.
+///
+/// This belongs in the OS profile (`Os::ping_once`); it lives here until the profile grows
+/// that method, so case bodies stay free of OS branches.
+pub fn ping_once_script(os: Os, host: &str) -> String {
+    match os {
+        Os::Linux => format!("ping -c 1 -W 2 {host}"),
+        Os::Windows => format!("ping -n 1 -w 2000 {host}"),
+    }
+}
+
 /// A netexec pod builder: `agnhost netexec --http-port=8080 --udp-port=8081` on `os`.
 pub fn netexec_pod(name: &str, os: Os) -> PodBuilder {
     PodBuilder::new(name, os).label("app", "netexec").container(
@@ -91,8 +105,9 @@ impl Framework {
     /// `hostname`), `tries` times, and returns what answered.
     ///
     /// # Errors
-    /// When the proxy request fails or the answer is not `/dial`'s JSON. A dial whose tries all
-    /// failed is not an error here: its `errors` say why, and the caller asserts.
+    /// When the proxy request fails, netexec refuses the request (400), or the answer is not
+    /// `/dial`'s JSON. A dial whose tries all failed is not an error here: its `errors` say why,
+    /// and the caller asserts.
     pub async fn dial(
         &self,
         from: &str,
@@ -109,10 +124,22 @@ impl Framework {
             .append_pair("port", &port.to_string())
             .append_pair("tries", &tries.to_string())
             .finish();
-        let text = self.pod_proxy_get(from, HTTP_PORT, &format!("dial?{query}")).await?;
-        serde_json::from_str(&text).map_err(|e| {
+        let answer = self.pod_proxy_answer(from, HTTP_PORT, &format!("dial?{query}")).await?;
+        // netexec answers 200 when the last try succeeded and 417 when it failed, with the
+        // same JSON either way; 400 means it could not even start (bad input, or a UDP
+        // target name that does not resolve). Anything else comes from the API server's proxy.
+        if !matches!(answer.status, 200 | 417) {
+            return Err(CaseError::failed(format!(
+                "/dial from pod {from} to {} {host}:{port}: HTTP {}: {}",
+                protocol.as_str(),
+                answer.status,
+                answer.message()
+            )));
+        }
+        serde_json::from_str(&answer.body).map_err(|e| {
             CaseError::failed(format!(
-                "/dial from {from} to {host}:{port} answered {text:?}, not its JSON: {e}"
+                "/dial from {from} to {host}:{port} answered {:?}, not its JSON: {e}",
+                answer.body
             ))
         })
     }
@@ -131,10 +158,30 @@ impl Framework {
         expected: &BTreeSet<String>,
         max_tries: u32,
     ) -> Result<BTreeSet<String>, CaseError> {
+        if expected.is_empty() {
+            // An empty expectation would be met by a dead path: nothing answering.
+            return Err(CaseError::failed(format!(
+                "dial {} {host}:{port} from pod {from}: no backends to expect answers from",
+                protocol.as_str()
+            )));
+        }
         let mut seen = BTreeSet::new();
         let mut errors = Vec::new();
         for _ in 0..max_tries.max(1) {
-            let answer = self.dial(from, protocol, host, port, "hostname", 1).await?;
+            // A try can take seconds on a broken cluster (a DNS that never answers); stop early
+            // enough that the failure below, not the case timeout, is what gets reported.
+            if !errors.is_empty() && self.remaining() < DIAL_RESERVE {
+                break;
+            }
+            // Like upstream, a failed request counts as a try, not a hard failure: a name the
+            // DNS does not serve yet is answered 400 until it does.
+            let answer = match self.dial(from, protocol, host, port, "hostname", 1).await {
+                Ok(a) => a,
+                Err(e) => {
+                    errors.push(e.to_string());
+                    continue;
+                }
+            };
             seen.extend(answer.distinct());
             errors.extend(answer.errors);
             if &seen == expected {

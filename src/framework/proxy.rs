@@ -21,16 +21,78 @@ fn proxy_path(kind: &str, ns: Option<&str>, name: &str, port: Option<u16>, rest:
     }
 }
 
+/// What a proxied GET answered: the target's status and body, whatever the status.
+#[derive(Debug, Clone)]
+pub struct ProxyAnswer {
+    /// The HTTP status (the target's, or the API server's own when it could not reach it).
+    pub status: u16,
+    /// The body as text.
+    pub body: String,
+}
+
+impl ProxyAnswer {
+    /// The message of the API server's `Status` body, or the body itself: what a failure
+    /// message should quote.
+    pub fn message(&self) -> String {
+        serde_json::from_str::<serde_json::Value>(&self.body)
+            .ok()
+            .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Status"))
+            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
+            .unwrap_or_else(|| self.body.trim().to_string())
+    }
+}
+
 impl Framework {
-    async fn proxy_get(&self, path: String, timeout: Duration) -> Result<String, CaseError> {
+    /// A proxied GET that keeps the status and body of every answer. kube's `request_text`
+    /// turns a non-2xx answer into an error and parses its body as a `Status`; a proxied
+    /// target's own JSON (netexec `/dial` answers 417 with `{"errors":[...]}`) then becomes an
+    /// empty "(0 )" error. Upstream reads such bodies with curl from inside a pod, whatever
+    /// the status, so we keep them.
+    async fn proxy_answer(&self, path: String, timeout: Duration) -> Result<ProxyAnswer, CaseError> {
         let request = http::Request::get(&path)
-            .body(Vec::new())
+            .body(kube::client::Body::empty())
             .map_err(|e| CaseError::failed(format!("building request {path}: {e}")))?;
-        match tokio::time::timeout(timeout, self.client().request_text(request)).await {
-            Ok(Ok(text)) => Ok(text),
+        let exchange = async {
+            let response = self.client().send(request).await?;
+            let status = response.status().as_u16();
+            let bytes = response.into_body().collect_bytes().await?;
+            Ok::<_, kube::Error>(ProxyAnswer {
+                status,
+                body: String::from_utf8_lossy(&bytes).into_owned(),
+            })
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => Err(CaseError::from(e).context(format!("GET {path}"))),
             Err(_) => Err(CaseError::failed(format!("GET {path} timed out after {timeout:?}"))),
         }
+    }
+
+    /// A proxied GET whose body counts only with a 2xx status.
+    async fn proxy_get(&self, path: String, timeout: Duration) -> Result<String, CaseError> {
+        let answer = self.proxy_answer(path.clone(), timeout).await?;
+        if (200..300).contains(&answer.status) {
+            Ok(answer.body)
+        } else {
+            Err(CaseError::failed(format!(
+                "GET {path}: HTTP {}: {}",
+                answer.status,
+                answer.message()
+            )))
+        }
+    }
+
+    /// `GET /api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/<path>` in the case namespace,
+    /// keeping the status and body of any answer (see [`ProxyAnswer`]).
+    ///
+    /// # Errors
+    /// When the request cannot be made or times out (30 s).
+    pub async fn pod_proxy_answer(&self, pod: &str, port: u16, path: &str) -> Result<ProxyAnswer, CaseError> {
+        self.proxy_answer(
+            proxy_path("pods", Some(self.ns()), pod, Some(port), path),
+            Duration::from_secs(30),
+        )
+        .await
     }
 
     /// `GET /api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/<path>` in the case namespace.

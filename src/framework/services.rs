@@ -324,6 +324,9 @@ fn as_ip(token: &str) -> Option<String> {
     (host.parse::<std::net::Ipv4Addr>().is_ok() && port.parse::<u16>().is_ok()).then(|| host.to_string())
 }
 
+/// The case time [`Framework::nslookup_eventually`] keeps for its last lookup and the report.
+const LOOKUP_RESERVE: Duration = Duration::from_secs(20);
+
 /// Parses the environment a shell's `set` (cmd) or `set`/`env` (sh) printed: `NAME=value`
 /// lines, with sh's single quotes around values removed.
 pub fn parse_env(output: &str) -> BTreeMap<String, String> {
@@ -663,7 +666,9 @@ impl Framework {
         name: &str,
         within: Duration,
     ) -> Result<Lookup, CaseError> {
-        let deadline = Instant::now() + within.min(self.remaining());
+        // One lookup can take seconds when no server answers (every search suffix times
+        // out), so keep enough of the case time to report the last one.
+        let deadline = Instant::now() + within.min(self.remaining().saturating_sub(LOOKUP_RESERVE));
         let mut tick = tokio::time::interval(POLL_INTERVAL);
         loop {
             tick.tick().await;

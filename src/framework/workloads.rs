@@ -748,7 +748,9 @@ impl Framework {
         what: &str,
         within: Duration,
     ) -> Result<String, CaseError> {
-        let deadline = Instant::now() + within.min(self.remaining());
+        // A few seconds short of the case deadline, so this failure (naming the file and the
+        // last read) is reported instead of the bare case timeout.
+        let deadline = Instant::now() + within.min(self.remaining().saturating_sub(Duration::from_secs(3)));
         let mut last;
         // One real read per second: a rate limit on repeated requests, not a fixed sleep.
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -787,8 +789,15 @@ impl Framework {
         K: Clone + Debug + Send + DeserializeOwned + Resource + Serialize + 'static,
         K::DynamicType: Default,
     {
-        let within = within.min(self.remaining());
         let kind = K::kind(&K::DynamicType::default()).to_string();
+        // An observation the case's budget cannot cover proves nothing: say so rather than
+        // report a shortened watch as a pass (upstream's Consistently would hit the test timeout).
+        let budget = self.remaining();
+        if budget < within {
+            return Err(CaseError::failed(format!(
+                "{kind} {name} must stay {why} for {within:?}, but the case has only {budget:.1?} left; raise --test-timeout"
+            )));
+        }
         let start = Instant::now();
         let mut last: Option<K> = None;
         let mut stream = watcher::watch_object(api.clone(), name).boxed();

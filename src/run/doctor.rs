@@ -3,9 +3,10 @@
 //! Each row is OK, WARN or FAIL; the command exits 1 when any row fails. The rows are the
 //! things that make Windows e2e runs fail for reasons that are not the cases' fault: no Ready
 //! Windows node, a taint the cases would not tolerate, an image without a variant for a node's
-//! build, no cluster DNS, no kube-proxy/CNI for Windows, missing permissions.
+//! build, no cluster DNS, no kube-proxy/CNI running on the Windows nodes, missing permissions.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
@@ -124,11 +125,7 @@ pub async fn run_checks(cluster: &Cluster, images: &ImageCatalog, _catalog: &Cat
         row(
             "image/build compatibility",
             Level::Fail,
-            mismatches
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
+            super::preflight::summarize(&mismatches).join("; "),
             "use images built for the node's Windows build, or a registry mirror that has them (--kube-test-repo-list)",
         )
     });
@@ -156,49 +153,7 @@ pub async fn run_checks(cluster: &Cluster, images: &ImageCatalog, _catalog: &Cat
             "check permissions to read services in kube-system",
         ),
     });
-    let daemonsets: Api<DaemonSet> = Api::namespaced(cluster.client().clone(), "kube-system");
-    match daemonsets.list(&ListParams::default()).await {
-        Ok(list) => {
-            let windows: Vec<String> = list
-                .items
-                .iter()
-                .filter(|d| targets_windows(d))
-                .filter_map(|d| d.metadata.name.clone())
-                .collect();
-            let proxy = windows.iter().any(|n| n.contains("kube-proxy"));
-            let cni = windows.iter().any(|n| {
-                ["flannel", "calico", "antrea", "cilium", "cni", "azure"]
-                    .iter()
-                    .any(|k| n.contains(k))
-            });
-            out.push(row(
-                "kube-proxy for Windows",
-                if proxy { Level::Ok } else { Level::Warn },
-                if proxy { format!("DaemonSets: {}", windows.join(", ")) } else { "no kube-proxy DaemonSet targeting Windows nodes in kube-system".into() },
-                if proxy { "" } else { "Services will not work from Windows pods unless kube-proxy runs there (a host service is fine: then ignore this)" },
-            ));
-            out.push(row(
-                "CNI for Windows",
-                if cni { Level::Ok } else { Level::Warn },
-                if cni {
-                    format!("DaemonSets: {}", windows.join(", "))
-                } else {
-                    "no CNI DaemonSet targeting Windows nodes in kube-system".into()
-                },
-                if cni {
-                    ""
-                } else {
-                    "pods on Windows nodes need a CNI (flannel, Calico, Antrea…)"
-                },
-            ));
-        }
-        Err(e) => out.push(row(
-            "kube-proxy and CNI for Windows",
-            Level::Warn,
-            crate::framework::render_kube_error(&e),
-            "cannot list DaemonSets in kube-system",
-        )),
-    }
+    out.extend(addon_rows(cluster).await);
     for (verb, resource, sub) in [
         ("create", "namespaces", None),
         ("create", "pods", None),
@@ -211,6 +166,112 @@ pub async fn run_checks(cluster: &Cluster, images: &ImageCatalog, _catalog: &Cat
     out
 }
 
+/// How long the add-on rows wait for a kube-proxy/CNI DaemonSet that is still rolling out
+/// (pods pulling or starting, as right after a node joins) before reporting it as not ready.
+const ADDON_SETTLE: Duration = Duration::from_secs(20);
+
+/// Name fragments of Windows CNI DaemonSets: flannel (sig-windows-tools), Calico, Antrea, and
+/// the generic `cni` some distributions use.
+const CNI_NAMES: [&str; 6] = ["flannel", "calico", "antrea", "cilium", "cni", "azure"];
+
+/// The "kube-proxy for Windows" and "CNI for Windows" rows.
+///
+/// A kubeadm cluster with Windows nodes joined as the sig-windows-tools guide does runs
+/// `kube-proxy-windows` and `kube-flannel-ds-windows-amd64` DaemonSets in `kube-system`
+/// (Calico and Antrea have their own `-windows` DaemonSets). Each row is OK when such a
+/// DaemonSet has a ready pod on every node it targets, and WARN otherwise: a host service
+/// (managed clusters install kube-proxy and the CNI on the host) is a valid setup the API
+/// cannot show, so the absence is not a failure.
+async fn addon_rows(cluster: &Cluster) -> Vec<Check> {
+    let api: Api<DaemonSet> = Api::namespaced(cluster.client().clone(), "kube-system");
+    let list = match api.list(&ListParams::default()).await {
+        Ok(list) => list,
+        Err(e) => {
+            return vec![row(
+                "kube-proxy and CNI for Windows",
+                Level::Warn,
+                crate::framework::render_kube_error(&e),
+                "cannot list DaemonSets in kube-system",
+            )];
+        }
+    };
+    let windows: Vec<&DaemonSet> = list.items.iter().filter(|d| targets_windows(d)).collect();
+    let name = |d: &DaemonSet| d.metadata.name.clone().unwrap_or_default();
+    let proxies: Vec<String> = windows
+        .iter()
+        .map(|d| name(d))
+        .filter(|n| n.contains("kube-proxy"))
+        .collect();
+    let cnis: Vec<String> = windows
+        .iter()
+        .map(|d| name(d))
+        .filter(|n| CNI_NAMES.iter().any(|k| n.contains(k)))
+        .collect();
+    let mut rows = Vec::new();
+    for (title, names, missing, advice) in [
+        (
+            "kube-proxy for Windows",
+            proxies,
+            "no kube-proxy DaemonSet targeting Windows nodes in kube-system",
+            "Services will not work from Windows pods unless kube-proxy runs there (a host service is fine: then ignore this)",
+        ),
+        (
+            "CNI for Windows",
+            cnis,
+            "no CNI DaemonSet targeting Windows nodes in kube-system",
+            "pods on Windows nodes need a CNI (flannel, Calico, Antrea…)",
+        ),
+    ] {
+        if names.is_empty() {
+            rows.push(row(title, Level::Warn, missing, advice));
+            continue;
+        }
+        let mut details = Vec::new();
+        let mut all_ready = true;
+        for ds in &names {
+            let (ready, desired) = settled(&api, ds).await;
+            all_ready &= desired > 0 && ready >= desired;
+            details.push(format!("{ds}: {ready} of {desired} pods ready"));
+        }
+        rows.push(if all_ready {
+            row(title, Level::Ok, details.join("; "), "")
+        } else {
+            row(
+                title,
+                Level::Warn,
+                details.join("; "),
+                "its pods are not running on every Windows node: `kubectl -n kube-system describe ds` shows why",
+            )
+        });
+    }
+    rows
+}
+
+/// `(ready, desired)` pods of DaemonSet `name`, once every desired pod is ready or after
+/// [`ADDON_SETTLE`] (watched, not polled).
+async fn settled(api: &Api<DaemonSet>, name: &str) -> (i32, i32) {
+    fn counts(d: Option<&DaemonSet>) -> (i32, i32) {
+        d.and_then(|d| d.status.as_ref())
+            .map(|s| (s.number_ready, s.desired_number_scheduled))
+            .unwrap_or((0, 0))
+    }
+    let done = |d: Option<&DaemonSet>| {
+        let (ready, desired) = counts(d);
+        desired > 0 && ready >= desired
+    };
+    match tokio::time::timeout(
+        ADDON_SETTLE,
+        kube::runtime::wait::await_condition(api.clone(), name, done),
+    )
+    .await
+    {
+        Ok(Ok(d)) => counts(d.as_ref()),
+        _ => counts(api.get_opt(name).await.ok().flatten().as_ref()),
+    }
+}
+
+/// Whether `d` runs on Windows nodes: an OS nodeSelector, `spec.os`, or a required node
+/// affinity on the OS label (flannel, Antrea and Calico select their OS that way).
 fn targets_windows(d: &DaemonSet) -> bool {
     let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
     let selector_windows = spec
@@ -218,7 +279,20 @@ fn targets_windows(d: &DaemonSet) -> bool {
         .and_then(|m| m.get(crate::os::OS_LABEL))
         .is_some_and(|v| v == "windows");
     let os_windows = spec.and_then(|s| s.os.as_ref()).is_some_and(|o| o.name == "windows");
-    selector_windows || os_windows
+    let affinity_windows = spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .is_some_and(|r| {
+            r.node_selector_terms.iter().any(|t| {
+                t.match_expressions.iter().flatten().any(|e| {
+                    e.key == crate::os::OS_LABEL
+                        && e.operator == "In"
+                        && e.values.iter().flatten().any(|v| v == "windows")
+                })
+            })
+        });
+    selector_windows || os_windows || affinity_windows
 }
 
 async fn permission(cluster: &Cluster, verb: &str, resource: &str, sub: Option<&str>) -> Check {
@@ -294,6 +368,32 @@ pub fn render_json(checks: &[Check]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn daemonset(spec: serde_json::Value) -> DaemonSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x", "namespace": "kube-system"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn windows_daemonsets_are_found_by_selector_os_or_affinity() {
+        let c = serde_json::json!([{"name": "c", "image": "i"}]);
+        let by_selector =
+            daemonset(serde_json::json!({"containers": c, "nodeSelector": {"kubernetes.io/os": "windows"}}));
+        let by_os = daemonset(serde_json::json!({"containers": c, "os": {"name": "windows"}}));
+        let by_affinity = daemonset(serde_json::json!({"containers": c, "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]}]}]}}}}));
+        let linux = daemonset(serde_json::json!({"containers": c, "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}}}));
+        let anywhere = daemonset(serde_json::json!({"containers": c}));
+        assert!(targets_windows(&by_selector) && targets_windows(&by_os) && targets_windows(&by_affinity));
+        assert!(!targets_windows(&linux) && !targets_windows(&anywhere));
+    }
 
     #[test]
     fn table_shows_advice_only_for_problems() {

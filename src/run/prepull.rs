@@ -5,15 +5,23 @@
 //! plan uses, one container per image (`imagePullPolicy: IfNotPresent`), in a namespace
 //! labelled with the run id, removed afterwards. The step row in `junit_runner.xml` says which
 //! image failed on which node, and how long each pull took.
+//!
+//! While it waits, the step prints a `prepull [k/n]` line on stderr for each image a node has
+//! pulled (or failed to pull), from the kubelets' `Pulled`/`Failed` events: a Windows prepull
+//! takes many minutes, and a silent one looks hung. No progress bar is up yet at this point of
+//! a run, so plain lines cannot fight one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{Container, Event as K8sEvent, Namespace, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio_util::sync::CancellationToken;
 
 use super::StepRecord;
 use super::executor::Scheduled;
@@ -34,6 +42,59 @@ fn idle(image: &str, os: Os) -> (Option<Vec<String>>, Option<Vec<String>>) {
         "agnhost" => (None, Some(vec!["pause".into()])),
         _ => (Some(os.shell(os.idle_script())), None),
     }
+}
+
+/// Records `line` in the step's output and prints it, so progress shows while the step runs.
+fn say(output: &mut String, line: String) {
+    eprintln!("prepull: {line}");
+    output.push_str(&line);
+    output.push('\n');
+}
+
+/// Prints one numbered line per `Pulled`/`Failed` event in `ns` until `stop`; `expected` is the
+/// number of (image, node) pulls the step waits for.
+fn spawn_progress(
+    client: kube::Client,
+    ns: String,
+    expected: usize,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let events: Api<K8sEvent> = Api::namespaced(client, &ns);
+        let mut stream = watcher(events, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        let mut seen = HashSet::new();
+        let mut done = 0usize;
+        loop {
+            let event = tokio::select! {
+                () = stop.cancelled() => return,
+                e = stream.next() => match e {
+                    Some(Ok(e)) => e,
+                    Some(Err(_)) => continue,
+                    None => return,
+                },
+            };
+            let reason = event.reason.as_deref().unwrap_or("");
+            if !matches!(reason, "Pulled" | "Failed") || !seen.insert(event.metadata.uid.clone()) {
+                continue;
+            }
+            let message = event.message.as_deref().unwrap_or("").trim();
+            // "Error: ErrImagePull" follows the Failed event that says why; one line is enough.
+            if message.starts_with("Error: ") {
+                continue;
+            }
+            if reason == "Pulled" {
+                done += 1;
+            }
+            let node = event.source.as_ref().and_then(|s| s.host.as_deref()).unwrap_or("?");
+            eprintln!("prepull [{done}/{expected}] {node} {reason}: {message}");
+            if done >= expected {
+                return;
+            }
+        }
+    })
 }
 
 /// Runs the prepull step; never panics, always returns the step record.
@@ -93,12 +154,18 @@ async fn prepull_inner(
                 continue;
             }
             let mut containers = Vec::new();
-            let wanted = super::preflight::plan_images(images, *os);
-            for (i, image) in wanted.iter().enumerate() {
-                let reference = ctx.image(image, *os).map_err(|e| e.to_string())?;
-                let (command, args) = idle(image, *os);
+            let mut wanted = Vec::new();
+            let mut references = HashSet::new();
+            for image in super::preflight::plan_images(images, *os) {
+                let reference = ctx.image(&image, *os).map_err(|e| e.to_string())?;
+                // Logical names may share a reference (cpu-burner is busybox): pull it once.
+                if !references.insert(reference.clone()) {
+                    continue;
+                }
+                let (command, args) = idle(&image, *os);
+                wanted.push(image);
                 containers.push(Container {
-                    name: format!("img-{i}"),
+                    name: format!("img-{}", containers.len()),
                     image: Some(reference),
                     image_pull_policy: Some("IfNotPresent".into()),
                     command,
@@ -107,7 +174,10 @@ async fn prepull_inner(
                 });
             }
             let name = format!("prepull-{os}");
-            let labels = BTreeMap::from([("app".to_string(), name.clone()), (RUN_ID_LABEL.to_string(), ctx.run_id.clone())]);
+            let labels = BTreeMap::from([
+                ("app".to_string(), name.clone()),
+                (RUN_ID_LABEL.to_string(), ctx.run_id.clone()),
+            ]);
             let tolerations = ctx
                 .pools
                 .of(*os)
@@ -137,7 +207,10 @@ async fn prepull_inner(
                         }),
                         spec: Some(PodSpec {
                             containers,
-                            node_selector: Some(BTreeMap::from([(crate::os::OS_LABEL.to_string(), os.as_str().to_string())])),
+                            node_selector: Some(BTreeMap::from([(
+                                crate::os::OS_LABEL.to_string(),
+                                os.as_str().to_string(),
+                            )])),
                             tolerations: (!tolerations.is_empty()).then_some(tolerations),
                             termination_grace_period_seconds: Some(0),
                             ..Default::default()
@@ -151,25 +224,35 @@ async fn prepull_inner(
                 .create(&PostParams::default(), &ds)
                 .await
                 .map_err(|e| format!("creating DaemonSet {name}: {}", crate::framework::render_kube_error(&e)))?;
-            output.push_str(&format!("{name}: pulling {} on {} node(s)\n", wanted.join(", "), ctx.pools.schedulable(*os).len()));
-            started.push((name, *os));
+            let nodes = ctx.pools.schedulable(*os).len();
+            say(
+                output,
+                format!(
+                    "{name}: pulling {} image(s) on {nodes} {os} node(s): {}",
+                    wanted.len(),
+                    wanted.join(", ")
+                ),
+            );
+            started.push((name, *os, wanted.len() * nodes));
         }
-        for (name, os) in &started {
-            let limit = if *os == Os::Windows { WINDOWS_PREPULL_TIMEOUT } else { LINUX_PREPULL_TIMEOUT };
-            let t0 = Instant::now();
-            let waited = tokio::select! {
-                r = crate::framework::wait::wait_object(
-                    &ds_api, name, crate::framework::wait::conditions::is_daemonset_ready(), "to have every pod ready", limit) => r,
-                _ = shutdown.stopped().cancelled() => Err(crate::framework::CaseError::failed("interrupted")),
-            };
-            report_pulls(&client, &ns_name, output).await;
-            match waited {
-                Ok(_) => output.push_str(&format!("{name}: all images present on every {os} node after {:.1?}\n", t0.elapsed())),
-                Err(e) => {
-                    let stuck = stuck_pods(&client, &ns_name).await;
-                    return Err(format!("{name}: {e}; {stuck}"));
-                }
-            }
+        let expected = started.iter().map(|(_, _, n)| n).sum();
+        let stop = CancellationToken::new();
+        let progress = spawn_progress(client.clone(), ns_name.clone(), expected, stop.clone());
+        let waited = wait_ready(&ds_api, &started, shutdown, output).await;
+        // Kubelets post events asynchronously: give the last lines a moment to arrive.
+        let mut progress = progress;
+        let all_shown = waited.is_ok()
+            && tokio::time::timeout(Duration::from_secs(2), &mut progress)
+                .await
+                .is_ok();
+        if !all_shown {
+            stop.cancel();
+            let _ = progress.await;
+        }
+        report_pulls(&client, &ns_name, output).await;
+        if let Err(e) = waited {
+            let stuck = stuck_pods(&client, &ns_name).await;
+            return Err(format!("{e}; {stuck}"));
         }
         Ok(())
     }
@@ -181,6 +264,39 @@ async fn prepull_inner(
         ));
     }
     result
+}
+
+/// Waits until every DaemonSet in `started` has a ready pod on each node of its OS.
+async fn wait_ready(
+    ds_api: &Api<DaemonSet>,
+    started: &[(String, Os, usize)],
+    shutdown: &Shutdown,
+    output: &mut String,
+) -> Result<(), String> {
+    for (name, os, _) in started {
+        let limit = if *os == Os::Windows {
+            WINDOWS_PREPULL_TIMEOUT
+        } else {
+            LINUX_PREPULL_TIMEOUT
+        };
+        let t0 = Instant::now();
+        let waited = tokio::select! {
+            r = crate::framework::wait::wait_object(
+                ds_api, name, crate::framework::wait::conditions::is_daemonset_ready(), "to have every pod ready", limit) => r,
+            _ = shutdown.stopped().cancelled() => Err(crate::framework::CaseError::failed("interrupted")),
+        };
+        match waited {
+            Ok(_) => say(
+                output,
+                format!(
+                    "{name}: all images present on every {os} node after {:.1?}",
+                    t0.elapsed()
+                ),
+            ),
+            Err(e) => return Err(format!("{name}: {e}")),
+        }
+    }
+    Ok(())
 }
 
 /// Appends the pull timings the kubelets reported (`Pulled` events).

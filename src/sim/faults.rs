@@ -79,6 +79,231 @@ pub const SWITCHES: &[Switch] = &[
         ),
         breaks: "that control-plane loop never runs (as if kube-controller-manager lost it)",
     },
+    Switch {
+        name: "endpoints-emptied",
+        arg: Arg::None,
+        breaks: "the endpoints controller publishes every Service's Endpoints and EndpointSlices with no addresses",
+    },
+    Switch {
+        name: "session-affinity-ignored",
+        arg: Arg::None,
+        breaks: "kube-proxy ignores sessionAffinity ClientIP and balances every connection",
+    },
+    Switch {
+        name: "external-unreachable",
+        arg: Arg::None,
+        breaks: "pod traffic to the outside world is dropped (no outbound NAT); ping included",
+    },
+    Switch {
+        name: "admission-off",
+        arg: Arg::Value("LimitRanger|ResourceQuota"),
+        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement)",
+    },
+    Switch {
+        name: "volume-updates-stopped",
+        arg: Arg::None,
+        breaks: "kubelets never resync ConfigMap, Secret, downward API and projected volume contents after the pod starts",
+    },
+    Switch {
+        name: "hooks-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet never runs postStart/preStop lifecycle hooks",
+    },
+    Switch {
+        name: "probes-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet never runs probes: containers are ready at once and never restarted by liveness",
+    },
+    Switch {
+        name: "exit-codes-lost",
+        arg: Arg::None,
+        breaks: "the runtime loses exit codes: every terminated container reports exit code 0 (Completed)",
+    },
+    Switch {
+        name: "termination-message-lost",
+        arg: Arg::None,
+        breaks: "the kubelet never fills state.terminated.message (neither from the file nor from logs)",
+    },
+    Switch {
+        name: "deadline-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet never enforces a pod's activeDeadlineSeconds",
+    },
+    Switch {
+        name: "cronjob-concurrency-forced",
+        arg: Arg::Value("Allow|Forbid|Replace"),
+        breaks: "the CronJob controller ignores each CronJob's concurrencyPolicy and applies this one to all",
+    },
+    Switch {
+        name: "cronjob-suspend-ignored",
+        arg: Arg::None,
+        breaks: "the CronJob controller ignores spec.suspend and keeps starting Jobs",
+    },
+    Switch {
+        name: "job-backoff-ignored",
+        arg: Arg::None,
+        breaks: "the Job controller never applies backoffLimit: failed pods are replaced forever",
+    },
+    Switch {
+        name: "job-completions-ignored",
+        arg: Arg::None,
+        breaks: "the Job controller treats every Job as a work queue: it completes once a pod succeeds and none runs",
+    },
+    Switch {
+        name: "statefulset-unordered",
+        arg: Arg::None,
+        breaks: "the StatefulSet controller creates and deletes pods all at once, ignoring OrderedReady and readiness",
+    },
+    Switch {
+        name: "revision-history-limit-ignored",
+        arg: Arg::None,
+        breaks: "the Deployment controller keeps every old ReplicaSet, whatever revisionHistoryLimit says",
+    },
+    Switch {
+        name: "deployment-recreate-ignored",
+        arg: Arg::None,
+        breaks: "the Deployment controller rolls Recreate Deployments like RollingUpdate (new pods start before old ones go)",
+    },
+    Switch {
+        name: "daemonset-ignores-node-selector",
+        arg: Arg::None,
+        breaks: "the DaemonSet controller creates a daemon pod for every node, ignoring the template's nodeSelector and affinity",
+    },
+    Switch {
+        name: "daemonset-failed-pods-kept",
+        arg: Arg::None,
+        breaks: "the DaemonSet controller leaves Failed daemon pods in place instead of replacing them",
+    },
+    Switch {
+        name: "run-as-username-ignored",
+        arg: Arg::None,
+        breaks: "the Windows runtime ignores runAsUserName: containers run as the image's default user",
+    },
+    Switch {
+        name: "termination-stuck",
+        arg: Arg::None,
+        breaks: "the kubelet never acts on a pod's deletion: containers keep running and the pod stays Terminating",
+    },
+    Switch {
+        name: "host-ip-unreported",
+        arg: Arg::None,
+        breaks: "the kubelet reports no status.hostIP/hostIPs for its pods (no usable node IP)",
+    },
+    Switch {
+        name: "exec-broken",
+        arg: Arg::None,
+        breaks: "the container runtime's exec fails: kubectl exec, exec probes and exec hooks all error",
+    },
+    Switch {
+        name: "logs-lost",
+        arg: Arg::None,
+        breaks: "the runtime never records container output: every container log is empty",
+    },
+    Switch {
+        name: "service-env-missing",
+        arg: Arg::None,
+        breaks: "the kubelet injects no Service environment variables (FOO_SERVICE_HOST...) into containers",
+    },
+    Switch {
+        name: "init-containers-skipped",
+        arg: Arg::None,
+        breaks: "the kubelet starts app containers without running the pod's init containers",
+    },
+    Switch {
+        name: "fallback-to-logs-always",
+        arg: Arg::None,
+        breaks: "FallbackToLogsOnError uses the log tail as termination message even when the container succeeded",
+    },
+    Switch {
+        name: "env-expansion-off",
+        arg: Arg::None,
+        breaks: "the kubelet passes $(VAR) references in command, args and env values through unexpanded",
+    },
+    Switch {
+        name: "downward-env-missing",
+        arg: Arg::None,
+        breaks: "the kubelet resolves downward API env vars (fieldRef, resourceFieldRef) to empty strings",
+    },
+    Switch {
+        name: "boot-id-missing",
+        arg: Arg::None,
+        breaks: "the kubelet reports an empty node.status.nodeInfo.bootID",
+    },
+    Switch {
+        name: "run-as-non-root-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet never verifies runAsNonRoot: root users start",
+    },
+    Switch {
+        name: "pull-secrets-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet passes no imagePullSecrets credentials to the runtime",
+    },
+    Switch {
+        name: "registry-auth-off",
+        arg: Arg::None,
+        breaks: "private registries serve their images without credentials (misconfigured public)",
+    },
+    Switch {
+        name: "host-network-allowed",
+        arg: Arg::None,
+        breaks: "Windows kubelets create hostNetwork sandboxes for pods that are not HostProcess pods",
+    },
+    Switch {
+        name: "image-cache-off",
+        arg: Arg::None,
+        breaks: "the runtime keeps no image store: no image is ever present on a node",
+    },
+    Switch {
+        name: "registry-unreachable",
+        arg: Arg::None,
+        breaks: "nodes cannot reach any registry: every pull fails with an i/o timeout",
+    },
+    Switch {
+        name: "pull-errors-hidden",
+        arg: Arg::None,
+        breaks: "the kubelet reports failing pulls as ContainerCreating (no ErrImagePull/ImagePullBackOff)",
+    },
+    Switch {
+        name: "slow-container-starts",
+        arg: Arg::None,
+        breaks: "every sandbox + container start takes a minute longer (an overloaded node)",
+    },
+    Switch {
+        name: "errors-unexplained",
+        arg: Arg::None,
+        breaks: "the runtime reports pull and container-create failures as \"unknown error\", without their cause",
+    },
+    Switch {
+        name: "volume-content-missing",
+        arg: Arg::None,
+        breaks: "kubelets mount ConfigMap, Secret, downward API and projected volumes empty (no files published)",
+    },
+    Switch {
+        name: "emptydir-not-shared",
+        arg: Arg::None,
+        breaks: "each container of a pod gets a private emptyDir instead of the pod's shared one",
+    },
+    Switch {
+        name: "unsupported-mounts-accepted",
+        arg: Arg::None,
+        breaks: "Windows kubelets silently accept emptyDir medium Memory and subPath/single-file mounts instead of failing the container",
+    },
+    Switch {
+        name: "allocatable-misreported",
+        arg: Arg::None,
+        breaks: "kubelets report allocatable memory equal to capacity (no reservations or eviction thresholds)",
+    },
+    Switch {
+        name: "linux-fields-enforced",
+        arg: Arg::None,
+        breaks: "Windows runtimes fail containers that carry Linux-only securityContext fields instead of ignoring them",
+    },
+    Switch {
+        name: "preemption-off",
+        arg: Arg::None,
+        breaks: "the scheduler never preempts lower-priority pods for a pod that does not fit",
+    },
 ];
 
 /// An error in a `--faults` specification.

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
 use kube::runtime::wait::conditions::is_deleted;
@@ -62,6 +62,42 @@ fn count_phase(pods: &[Pod], phase: &str) -> usize {
         .count()
 }
 
+/// The `(reason, message)` of the Job's true condition of `type_`, if it has one.
+fn job_condition(job: &Job, type_: &str) -> Option<(String, String)> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+        .map(|c| {
+            (
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            )
+        })
+}
+
+/// Whether the Job has finished, either way (Complete or Failed).
+fn job_finished(j: Option<&Job>) -> bool {
+    j.is_some_and(|j| job_condition(j, "Complete").is_some() || job_condition(j, "Failed").is_some())
+}
+
+/// Waits for Job `name` to finish and fails, naming the reason, unless it completed.
+async fn wait_job_complete(f: &Framework, name: &str) -> Result<Job, CaseError> {
+    let done = f
+        .wait_for(&f.api::<Job>(), name, job_finished, "to finish (Complete or Failed)")
+        .await?
+        .unwrap_or_default();
+    if let Some((reason, message)) = job_condition(&done, "Failed") {
+        crate::fail!(
+            "job {name} failed ({reason}: {message}) instead of completing; status {}",
+            crate::framework::wait::summarize(&serde_json::to_value(&done).unwrap_or_default())
+        );
+    }
+    Ok(done)
+}
+
 // --- Job -------------------------------------------------------------------------------------
 
 /// Upstream apps/job.go "should run a job to completion when tasks succeed".
@@ -77,15 +113,7 @@ async fn job_completes(f: &Framework) -> CaseResult {
     };
     f.create(&job("all-succeed", shell_template(f, "all-succeed", "exit 0")?, opts))
         .await?;
-    let done = f
-        .wait_for(
-            &f.api::<Job>(),
-            "all-succeed",
-            wl::job_has_condition("Complete"),
-            "to complete",
-        )
-        .await?
-        .unwrap_or_default();
+    let done = wait_job_complete(f, "all-succeed").await?;
     let succeeded = done.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
     ensure!(
         succeeded == 4,
@@ -112,7 +140,13 @@ async fn job_local_restarts(f: &Framework) -> CaseResult {
     let os = f.target_os();
     let dir = os.join(os.volume_root(), "data");
     let marker = os.join(&dir, "marker");
-    let script = format!("{} || ({} && exit 1)", os.cat(&marker), os.write_file(&marker, "ran"));
+    // `cat && exit 0 || write && exit 1` reads the same in sh and cmd (both chain `&&` and `||`
+    // left to right) and needs no subshell or sequence operator, whose syntax differs.
+    let script = format!(
+        "{} && exit 0 || {} && exit 1",
+        os.cat(&marker),
+        os.write_file(&marker, "ran")
+    );
     let pod = f
         .pod("fail-once-local")
         .restart_policy("OnFailure")
@@ -129,13 +163,7 @@ async fn job_local_restarts(f: &Framework) -> CaseResult {
     };
     f.create(&job("fail-once-local", template_of(pod.build(f)?), opts))
         .await?;
-    f.wait_for(
-        &f.api::<Job>(),
-        "fail-once-local",
-        wl::job_has_condition("Complete"),
-        "to complete",
-    )
-    .await?;
+    wait_job_complete(f, "fail-once-local").await?;
     let pods = job_pods(f, "fail-once-local").await?;
     let restarts: i32 = pods.iter().map(crate::framework::workloads::restart_count).sum();
     f.property("restarts", restarts);
@@ -165,22 +193,26 @@ async fn job_backoff(f: &Framework) -> CaseResult {
         },
     ))
     .await?;
+    // Stop at the Job's end, or as soon as it has failed more pods than the limit allows (a
+    // controller that ignores backoffLimit would keep it running forever).
+    let over_limit = |j: Option<&Job>| j.and_then(|j| j.status.as_ref()).and_then(|s| s.failed).unwrap_or(0) > 2;
     let failed = f
         .wait_for(
             &f.api::<Job>(),
             "backofflimit",
-            wl::job_has_condition("Failed"),
-            "to fail",
+            |j: Option<&Job>| job_finished(j) || over_limit(j),
+            "to fail (BackoffLimitExceeded after 2 failed pods)",
         )
         .await?
         .unwrap_or_default();
-    let reason = failed
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Failed"))
-        .and_then(|c| c.reason.clone())
-        .unwrap_or_default();
+    let summary = crate::framework::wait::summarize(&serde_json::to_value(&failed).unwrap_or_default());
+    ensure!(
+        job_condition(&failed, "Complete").is_none(),
+        "job backofflimit completed although every task exits 1: status {summary}"
+    );
+    let Some((reason, _)) = job_condition(&failed, "Failed") else {
+        crate::fail!("job backofflimit is still running with more failed pods than backoffLimit 1 allows: {summary}");
+    };
     ensure!(
         reason == "BackoffLimitExceeded",
         "job backofflimit failed with reason {reason:?}, expected BackoffLimitExceeded"
@@ -193,6 +225,10 @@ async fn job_backoff(f: &Framework) -> CaseResult {
     );
     Ok(())
 }
+
+/// How long a deleted Job and its pods may take to go: upstream's pod deletion budget
+/// (`framework.PodDeleteTimeout`, covering a Windows container's graceful stop) plus a margin.
+const JOB_GONE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Upstream apps/job.go "should delete a job".
 pub(crate) const JOB_DELETE: &str = "[sig-apps] Job should delete a job [Conformance]";
@@ -221,11 +257,13 @@ async fn job_delete(f: &Framework) -> CaseResult {
     );
     f.step("deleting job foo");
     f.api::<Job>().delete("foo", &DeleteParams::foreground()).await?;
-    f.wait_for(
+    // Foreground deletion: the garbage collector deletes the pods, then the Job.
+    f.wait_for_within(
         &f.api::<Job>(),
         "foo",
         is_deleted(&created.uid().unwrap_or_default()),
-        "to be deleted",
+        "to be deleted with its pods (foreground deletion by the garbage collector)",
+        JOB_GONE_TIMEOUT,
     )
     .await?;
     f.wait_list(
@@ -261,6 +299,62 @@ async fn create_cron(f: &Framework, name: &str, concurrency: &str, suspend: bool
     f.create(&cj).await.map(|_| ())
 }
 
+/// How long a CronJob scheduled every minute may take to start its next Job: one schedule
+/// period plus the controller's reaction. Every CronJob wait is bounded by it, so a controller
+/// that never starts the expected run fails the case with the wait's name instead of eating the
+/// case's whole budget; on a cluster whose clock runs faster (`--time-scale`) runs come sooner.
+const OVER_A_PERIOD: Duration = Duration::from_secs(75);
+
+/// Waits at most [`OVER_A_PERIOD`] until the set of Jobs CronJob `name` lists as active
+/// satisfies `done`; returns the CronJob then.
+async fn wait_active(
+    f: &Framework,
+    name: &str,
+    done: impl Fn(&BTreeSet<String>) -> bool,
+    why: &str,
+) -> Result<CronJob, CaseError> {
+    f.wait_for_within(
+        &f.api::<CronJob>(),
+        name,
+        move |c: Option<&CronJob>| c.is_some_and(|c| done(&active_jobs(c))),
+        why,
+        OVER_A_PERIOD,
+    )
+    .await?
+    .ok_or_else(|| CaseError::failed(format!("CronJob {name} vanished")))
+}
+
+/// The Jobs CronJob `name` created (those it controls), by name.
+async fn owned_jobs(f: &Framework, name: &str) -> Result<BTreeSet<String>, CaseError> {
+    let jobs = f.api::<Job>().list(&ListParams::default()).await?;
+    Ok(jobs
+        .items
+        .iter()
+        .filter(|j| j.owner_references().iter().any(|o| o.name == name))
+        .map(ResourceExt::name_any)
+        .collect())
+}
+
+/// Resolves once CronJob `name` has an event with `reason` (polled once a second: a rate
+/// limit on the list, not a fixed sleep); never resolves otherwise.
+async fn cron_event(f: &Framework, name: &str, reason: &str) {
+    let events = f.api::<Event>();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let Ok(list) = events.list(&ListParams::default()).await else {
+            continue;
+        };
+        if list.items.iter().any(|e| {
+            e.involved_object.kind.as_deref() == Some("CronJob")
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        }) {
+            return;
+        }
+    }
+}
+
 /// Upstream apps/cronjob.go "should schedule multiple jobs concurrently".
 pub(crate) const CRON_CONCURRENT: &str = "[sig-apps] CronJob should schedule multiple jobs concurrently [Conformance]";
 
@@ -268,15 +362,14 @@ pub(crate) const CRON_CONCURRENT: &str = "[sig-apps] CronJob should schedule mul
 /// active at once, each with a running pod.
 async fn cron_concurrent(f: &Framework) -> CaseResult {
     create_cron(f, "concurrent", "Allow", false).await?;
-    let cj = f
-        .wait_for(
-            &f.api::<CronJob>(),
-            "concurrent",
-            |c: Option<&CronJob>| c.is_some_and(|c| active_jobs(c).len() >= 2),
-            "to have 2 active jobs",
-        )
-        .await?
-        .unwrap_or_default();
+    wait_active(f, "concurrent", |a| !a.is_empty(), "to start its first job").await?;
+    let cj = wait_active(
+        f,
+        "concurrent",
+        |a| a.len() >= 2,
+        "to start a second job while the first runs (concurrencyPolicy Allow)",
+    )
+    .await?;
     for name in active_jobs(&cj) {
         f.wait_for(
             &f.api::<Job>(),
@@ -296,33 +389,21 @@ pub(crate) const CRON_REPLACE: &str = "[sig-apps] CronJob should replace jobs wh
 /// new one takes its place; there is never more than one active Job.
 async fn cron_replace(f: &Framework) -> CaseResult {
     create_cron(f, "replace", "Replace", false).await?;
-    let api = f.api::<CronJob>();
-    let first = f
-        .wait_for(
-            &api,
-            "replace",
-            |c: Option<&CronJob>| c.is_some_and(|c| active_jobs(c).len() == 1),
-            "to have 1 active job",
-        )
-        .await?
-        .unwrap_or_default();
-    let first_job = active_jobs(&first).into_iter().next().unwrap_or_default();
-    let too_many = std::sync::Mutex::new(None::<BTreeSet<String>>);
-    let replaced = |c: Option<&CronJob>| {
-        let active = c.map(active_jobs).unwrap_or_default();
-        if active.len() > 1 {
-            too_many.lock().expect("too many").get_or_insert(active.clone());
-        }
-        active.len() == 1 && !active.contains(&first_job)
-    };
-    f.wait_for(&api, "replace", replaced, &format!("to replace job {first_job}"))
-        .await?;
-    if let Some(seen) = too_many.into_inner().expect("too many") {
-        crate::fail!(
-            "CronJob replace had {} active jobs at once with Replace policy: {seen:?}",
-            seen.len()
-        );
-    }
+    let first = wait_active(f, "replace", |a| a.len() == 1, "to start its first job").await?;
+    let first = active_jobs(&first);
+    let first_job = first.iter().next().cloned().unwrap_or_default();
+    let next = wait_active(
+        f,
+        "replace",
+        |a| !a.is_empty() && *a != first,
+        &format!("to start its next run in place of job {first_job}"),
+    )
+    .await?;
+    let active = active_jobs(&next);
+    ensure!(
+        active.len() == 1 && !active.contains(&first_job),
+        "CronJob replace (concurrencyPolicy Replace) ran {active:?} at once: job {first_job} was not replaced"
+    );
     let old = f.api::<Job>().get_opt(&first_job).await?;
     ensure!(
         old.is_none() || old.as_ref().is_some_and(|j| j.metadata.deletion_timestamp.is_some()),
@@ -331,46 +412,50 @@ async fn cron_replace(f: &Framework) -> CaseResult {
     Ok(())
 }
 
-/// How long the Forbid and suspend cases watch: more than one schedule period (a minute) plus
-/// the controller's resync, so a run that should not start would have started.
-const OVER_A_PERIOD: Duration = Duration::from_secs(75);
-
 /// Upstream apps/cronjob.go "should not schedule new jobs when ForbidConcurrent".
 pub(crate) const CRON_FORBID: &str =
     "[sig-apps] CronJob should not schedule new jobs when ForbidConcurrent [Slow] [Conformance]";
 
 /// Upstream cronjob.go: with Forbid and a Job that never ends, the CronJob keeps exactly that
-/// one Job active through the next due time.
+/// one Job active through the next due time. Upstream watches for five minutes; here the watch
+/// ends once the controller reports that it held the next run back (the `JobAlreadyActive`
+/// event upstream's controller records), or after a schedule period on a cluster that does not
+/// record it.
 async fn cron_forbid(f: &Framework) -> CaseResult {
     create_cron(f, "forbid", "Forbid", false).await?;
     let api = f.api::<CronJob>();
-    let first = f
-        .wait_for(
-            &api,
-            "forbid",
-            |c: Option<&CronJob>| c.is_some_and(|c| active_jobs(c).len() == 1),
-            "to have 1 active job",
-        )
-        .await?
-        .unwrap_or_default();
+    let first = wait_active(f, "forbid", |a| a.len() == 1, "to start its first job").await?;
     let only = active_jobs(&first);
-    f.consistently(
+    f.step(format!(
+        "watching CronJob forbid through its next scheduled time with {only:?} still running"
+    ));
+    let started = std::time::Instant::now();
+    let why = format!("running only {only:?} (concurrencyPolicy Forbid)");
+    let watch = f.consistently(
         &api,
         "forbid",
         |c: &CronJob| active_jobs(c) == only,
-        &format!("with only {only:?} active"),
+        &why,
         OVER_A_PERIOD,
-    )
-    .await?;
-    let jobs = f.api::<Job>().list(&ListParams::default()).await?;
-    let owned = jobs
-        .items
-        .iter()
-        .filter(|j| j.owner_references().iter().any(|o| o.name == "forbid"))
-        .count();
+    );
+    let held_back = tokio::select! {
+        r = watch => { r?; false }
+        () = cron_event(f, "forbid", "JobAlreadyActive") => true,
+    };
+    if held_back {
+        f.step("the controller held the next run back (JobAlreadyActive)");
+    } else {
+        ensure!(
+            started.elapsed() + Duration::from_secs(1) >= OVER_A_PERIOD,
+            "the case budget ran out {:.0?} into watching CronJob forbid, before its next run was due \
+             (the watch needs up to {OVER_A_PERIOD:?} after the first job)",
+            started.elapsed()
+        );
+    }
+    let owned = owned_jobs(f, "forbid").await?;
     ensure!(
-        owned == 1,
-        "CronJob forbid created {owned} jobs under ForbidConcurrent, expected 1"
+        owned == only,
+        "CronJob forbid created jobs {owned:?} under ForbidConcurrent, expected only {only:?}"
     );
     Ok(())
 }
@@ -382,20 +467,22 @@ pub(crate) const CRON_SUSPENDED: &str =
 /// Upstream cronjob.go: a suspended CronJob starts no Job through its due times.
 async fn cron_suspended(f: &Framework) -> CaseResult {
     create_cron(f, "suspended", "Allow", true).await?;
+    let started = std::time::Instant::now();
     f.consistently(
         &f.api::<CronJob>(),
         "suspended",
         |c: &CronJob| active_jobs(c).is_empty(),
-        "without active jobs",
+        "without active jobs while suspended",
         OVER_A_PERIOD,
     )
     .await?;
-    let jobs = f.api::<Job>().list(&ListParams::default()).await?;
-    let owned = jobs
-        .items
-        .iter()
-        .filter(|j| j.owner_references().iter().any(|o| o.name == "suspended"))
-        .count();
-    ensure!(owned == 0, "suspended CronJob created {owned} job(s)");
+    ensure!(
+        started.elapsed() + Duration::from_secs(1) >= OVER_A_PERIOD,
+        "the case budget ran out {:.0?} into watching suspended CronJob suspended, before a run was due \
+         (the watch needs {OVER_A_PERIOD:?})",
+        started.elapsed()
+    );
+    let owned = owned_jobs(f, "suspended").await?;
+    ensure!(owned.is_empty(), "suspended CronJob suspended created jobs {owned:?}");
     Ok(())
 }

@@ -636,9 +636,11 @@ async fn ds_simple(f: &Framework) -> CaseResult {
     let app = "daemon-set";
     let selector = format!("daemonset-name={app}");
     let ds = f.create(&workloads::daemon_set(app, daemon_template(f, app)?)).await?;
+    // Upstream's order: pods on every node first (its message names a stray or missing pod),
+    // then the DaemonSet's status.
+    let pods = wait_daemon_cover(f, &selector).await?;
     f.wait_for(&f.api::<DaemonSet>(), app, wc::is_daemonset_ready(), "to be ready")
         .await?;
-    let pods = wait_daemon_cover(f, &selector).await?;
 
     let victim = pods[0].name_any();
     f.step(format!("deleting daemon pod {victim}; it must be revived"));

@@ -140,8 +140,37 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
             }
         }
         ("scheduling.k8s.io", "priorityclasses") => set(obj, "preemptionPolicy", json!("PreemptLowerPriority")),
+        ("autoscaling", "horizontalpodautoscalers") => hpa_spec(child(obj, "spec")),
         _ => {}
     }
+}
+
+/// autoscaling/v2 `SetDefaults_HorizontalPodAutoscaler`: one replica minimum, 80% CPU when no
+/// metric is named, and the scale-up/scale-down rules every HPA read back shows.
+fn hpa_spec(spec: &mut Value) {
+    set(spec, "minReplicas", json!(1));
+    if spec.get("metrics").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+        spec["metrics"] = json!([{"type": "Resource",
+            "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]);
+    }
+    let behavior = child(spec, "behavior");
+    let up = child(behavior, "scaleUp");
+    set(up, "stabilizationWindowSeconds", json!(0));
+    set(up, "selectPolicy", json!("Max"));
+    set(
+        up,
+        "policies",
+        json!([{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]),
+    );
+    let down = child(behavior, "scaleDown");
+    // No scale-down window: the controller's --horizontal-pod-autoscaler-downscale-stabilization
+    // applies, so the server leaves it unset.
+    set(down, "selectPolicy", json!("Max"));
+    set(
+        down,
+        "policies",
+        json!([{"type": "Percent", "value": 100, "periodSeconds": 15}]),
+    );
 }
 
 /// Job defaults (`SetDefaults_Job`).

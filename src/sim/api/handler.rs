@@ -107,6 +107,15 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
     }
 }
 
+/// Whether a request body is Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
+fn is_protobuf(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ct| ct.split(';').next())
+        .is_some_and(|ct| ct.trim() == "application/vnd.kubernetes.protobuf")
+}
+
 async fn resource(
     st: &AppState,
     t: &Target,
@@ -127,6 +136,21 @@ async fn resource(
         }
     };
     let ns = t.namespace.clone().unwrap_or_default();
+    // Bodies read as plain JSON below (DeleteOptions, Binding, Eviction, TokenRequest, Scale)
+    // come as protobuf from typed clients (`kubectl drain`, `create token`, the scheduler
+    // framework); create and update bodies are decoded by `fieldcheck` instead.
+    let converted;
+    let body = if is_protobuf(headers)
+        && (*method == Method::DELETE
+            || def.plural == "bindings"
+            || matches!(t.sub.as_deref(), Some("scale" | "binding" | "eviction" | "token")))
+    {
+        converted = serde_json::to_vec(&super::protobuf::decode(body)?)
+            .map_err(|e| ApiError::internal(format!("re-encoding a decoded body: {e}")))?;
+        &converted[..]
+    } else {
+        body
+    };
     match (t.sub.as_deref(), t.name.as_deref(), method) {
         (None, None, m) if *m == Method::GET => {
             verb_ok("list")?;

@@ -243,7 +243,14 @@ pub async fn log(st: &AppState, t: &Target, q: &Query) -> ApiResult<Response> {
         "/containerLogs/{ns}/{name}/{c}{}{query}",
         if query.is_empty() { "" } else { "?" }
     );
-    forward(up, Method::GET, &path, &HeaderMap::new(), Body::empty()).await
+    let mut resp = forward(up, Method::GET, &path, &HeaderMap::new(), Body::empty()).await?;
+    // Upstream's log REST streams with `Content-Type: text/plain` whatever the kubelet says;
+    // clients decide how to read the body by it (the Python client refuses octet-stream).
+    if resp.status().is_success() {
+        resp.headers_mut()
+            .insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    }
+    Ok(resp)
 }
 
 /// `pods/{name}/exec` (and attach): a websocket bridged to the kubelet's.

@@ -229,6 +229,11 @@ async fn accept_loop(
                 }
             },
         };
+        // Like Go's net package (and so the real apiserver): no Nagle. With it, the last
+        // segment of a large response waits for the client's delayed ACK (~40 ms a list).
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "TCP_NODELAY not set");
+        }
         let acceptor = acceptor.clone();
         let app = app.clone();
         let cancel = cancel.clone();

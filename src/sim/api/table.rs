@@ -157,8 +157,130 @@ fn columns(def: &ResourceDef) -> Vec<Col> {
             ("Endpoints", "string", 0),
             AGE,
         ],
+        ("", "serviceaccounts") => vec![NAME, ("Secrets", "string", 0), AGE],
+        ("", "replicationcontrollers") => vec![
+            NAME,
+            ("Desired", "integer", 0),
+            ("Current", "integer", 0),
+            ("Ready", "integer", 0),
+            AGE,
+            ("Containers", "string", 1),
+            ("Images", "string", 1),
+            ("Selector", "string", 1),
+        ],
+        ("", "resourcequotas") => vec![NAME, AGE, ("Request", "string", 0), ("Limit", "string", 0)],
+        ("coordination.k8s.io", "leases") => vec![NAME, ("Holder", "string", 0), AGE],
+        ("scheduling.k8s.io", "priorityclasses") => vec![
+            NAME,
+            ("Value", "integer", 0),
+            ("Global-Default", "boolean", 0),
+            AGE,
+            ("PreemptionPolicy", "string", 0),
+        ],
+        ("node.k8s.io", "runtimeclasses") => vec![NAME, ("Handler", "string", 0), AGE],
+        ("apps", "controllerrevisions") => {
+            vec![NAME, ("Controller", "string", 0), ("Revision", "integer", 0), AGE]
+        }
+        ("autoscaling", "horizontalpodautoscalers") => vec![
+            NAME,
+            ("Reference", "string", 0),
+            ("Targets", "string", 0),
+            ("MinPods", "string", 0),
+            ("MaxPods", "string", 0),
+            ("Replicas", "string", 0),
+            AGE,
+        ],
         _ => vec![NAME, AGE],
     }
+}
+
+/// Upstream's quota REQUEST and LIMIT cells: `resource: used/hard` over `status.hard`, sorted,
+/// `limits.*` resources in the second.
+fn quota_cells(o: &Value) -> (String, String) {
+    let hard = o.pointer("/status/hard").and_then(Value::as_object);
+    let mut names: Vec<&String> = hard.map(|h| h.keys().collect()).unwrap_or_default();
+    names.sort();
+    let (mut request, mut limit) = (Vec::new(), Vec::new());
+    for n in names {
+        let used = o
+            .pointer(&format!("/status/used/{}", n.replace('~', "~0").replace('/', "~1")))
+            .and_then(Value::as_str)
+            .unwrap_or("0");
+        let h = hard.and_then(|h| h.get(n)).and_then(Value::as_str).unwrap_or("0");
+        let cell = format!("{n}: {used}/{h}");
+        if n.split('.').next() == Some("limits") && n.contains('.') {
+            limit.push(cell);
+        } else {
+            request.push(cell);
+        }
+    }
+    (request.join(", "), limit.join(", "))
+}
+
+/// Upstream's HPA TARGETS cell for the common metric sources (`cpu: <unknown>/50%`).
+fn hpa_targets(o: &Value) -> String {
+    let specs = o
+        .pointer("/spec/metrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let statuses = o
+        .pointer("/status/currentMetrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let parts: Vec<String> = specs
+        .iter()
+        .map(|m| {
+            let ty = s(m, "/type");
+            let src = match ty.as_str() {
+                "Resource" => "resource",
+                "ContainerResource" => "containerResource",
+                "Pods" => "pods",
+                "Object" => "object",
+                _ => "external",
+            };
+            let name = if matches!(src, "resource" | "containerResource") {
+                s(m, &format!("/{src}/name"))
+            } else {
+                s(m, &format!("/{src}/metric/name"))
+            };
+            let target = m.pointer(&format!("/{src}/target")).cloned().unwrap_or(Value::Null);
+            let current = statuses
+                .iter()
+                .find(|st| s(st, "/type") == ty)
+                .and_then(|st| st.pointer(&format!("/{src}/current")).cloned());
+            let (cur, want) = if let Some(u) = target.get("averageUtilization").and_then(Value::as_i64) {
+                let c = current
+                    .as_ref()
+                    .and_then(|c| c.get("averageUtilization"))
+                    .and_then(Value::as_i64)
+                    .map_or("<unknown>".to_string(), |c| format!("{c}%"));
+                (c, format!("{u}%"))
+            } else {
+                let key = if target.get("averageValue").is_some() {
+                    "averageValue"
+                } else {
+                    "value"
+                };
+                let c = current
+                    .as_ref()
+                    .and_then(|c| c.get(key))
+                    .and_then(Value::as_str)
+                    .map_or("<unknown>".to_string(), String::from);
+                (c, s(&target, &format!("/{key}")))
+            };
+            if name.is_empty() {
+                format!("{cur}/{want}")
+            } else {
+                format!("{name}: {cur}/{want}")
+            }
+        })
+        .collect();
+    parts.join(", ")
 }
 
 fn s(v: &Value, p: &str) -> String {
@@ -716,6 +838,88 @@ fn cells(def: &ResourceDef, o: &Value) -> Vec<Value> {
             ]
         }
         ("discovery.k8s.io", "endpointslices") => slice_cells(o),
+        ("", "serviceaccounts") => {
+            let n = o.get("secrets").and_then(Value::as_array).map_or(0, Vec::len);
+            vec![name, json!(n), json!(age(o))]
+        }
+        ("", "replicationcontrollers") => {
+            let (c, im) = containers_images(o, tmpl);
+            let sel = o
+                .pointer("/spec/selector")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            vec![
+                name,
+                json!(i(o, "/spec/replicas")),
+                json!(i(o, "/status/replicas")),
+                json!(i(o, "/status/readyReplicas")),
+                json!(age(o)),
+                json!(c),
+                json!(im),
+                json!(sel),
+            ]
+        }
+        ("", "resourcequotas") => {
+            let (request, limit) = quota_cells(o);
+            vec![name, json!(age(o)), json!(request), json!(limit)]
+        }
+        ("coordination.k8s.io", "leases") => {
+            vec![name, json!(s(o, "/spec/holderIdentity")), json!(age(o))]
+        }
+        ("scheduling.k8s.io", "priorityclasses") => vec![
+            name,
+            json!(i(o, "/value")),
+            json!(o.get("globalDefault").and_then(Value::as_bool).unwrap_or(false)),
+            json!(age(o)),
+            json!(s(o, "/preemptionPolicy")),
+        ],
+        ("node.k8s.io", "runtimeclasses") => vec![name, json!(s(o, "/handler")), json!(age(o))],
+        ("apps", "controllerrevisions") => {
+            let owner = o
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .and_then(|refs| {
+                    refs.iter()
+                        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+                })
+                .map(|r| {
+                    let group = s(r, "/apiVersion").split('/').next().unwrap_or_default().to_string();
+                    let kind = s(r, "/kind").to_lowercase();
+                    let kind = if s(r, "/apiVersion").contains('/') {
+                        format!("{kind}.{group}")
+                    } else {
+                        kind
+                    };
+                    format!("{kind}/{}", s(r, "/name"))
+                })
+                .unwrap_or_else(|| "<none>".into());
+            vec![name, json!(owner), json!(i(o, "/revision")), json!(age(o))]
+        }
+        ("autoscaling", "horizontalpodautoscalers") => {
+            let min = o
+                .pointer("/spec/minReplicas")
+                .and_then(Value::as_i64)
+                .map_or("<unset>".to_string(), |m| m.to_string());
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    s(o, "/spec/scaleTargetRef/kind"),
+                    s(o, "/spec/scaleTargetRef/name")
+                )),
+                json!(hpa_targets(o)),
+                json!(min),
+                json!(i(o, "/spec/maxReplicas").to_string()),
+                json!(i(o, "/status/currentReplicas").to_string()),
+                json!(age(o)),
+            ]
+        }
         _ => vec![name, json!(age(o))],
     }
 }

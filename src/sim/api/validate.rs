@@ -111,6 +111,9 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
                     }
                 }
             }
+            if let Some(old) = old {
+                immutable_config(def.plural == "secrets", old, obj, &mut out);
+            }
         }
         ("apps", "deployments" | "replicasets" | "daemonsets" | "statefulsets") => {
             workload(obj, "spec", &mut out);
@@ -259,6 +262,37 @@ fn go_map(v: &Value) -> String {
         .map(|(k, x)| format!("{k:?}:{:?}", x.as_str().unwrap_or_default()))
         .collect();
     format!("map[string]string{{{}}}", inner.join(", "))
+}
+
+/// Upstream's `ValidateConfigMapUpdate` / `ValidateSecretUpdate`: once `immutable: true` is
+/// stored, the payload and the flag itself are frozen (a Secret's `type` never changes).
+fn immutable_config(secret: bool, old: &Value, new: &Value, out: &mut Vec<Cause>) {
+    if secret && old.get("type") != new.get("type") {
+        out.push(Cause::invalid(
+            "type",
+            new.get("type").unwrap_or(&Value::Null),
+            "field is immutable",
+        ));
+    }
+    if old.get("immutable").and_then(Value::as_bool) != Some(true) {
+        return;
+    }
+    const WHY: &str = "field is immutable when `immutable` is set";
+    if new.get("immutable").and_then(Value::as_bool) != Some(true) {
+        out.push(Cause::forbidden("immutable", WHY));
+    }
+    // An absent map and an empty one are the same payload.
+    let payload = |v: &Value, key: &str| {
+        v.get(key)
+            .filter(|m| m.as_object().is_none_or(|o| !o.is_empty()))
+            .cloned()
+    };
+    let keys: &[&str] = if secret { &["data"] } else { &["data", "binaryData"] };
+    for key in keys {
+        if payload(old, key) != payload(new, key) {
+            out.push(Cause::forbidden(*key, WHY));
+        }
+    }
 }
 
 /// Pod spec rules, with `base` the field path of the spec.

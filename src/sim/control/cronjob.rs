@@ -1,7 +1,12 @@
 //! The CronJob controller: creates a Job named `<cronjob>-<scheduled time in minutes>` at each
 //! scheduled time (croner schedules in the CronJob's time zone, UTC by default), honouring
 //! suspend, concurrencyPolicy Allow/Forbid/Replace, startingDeadlineSeconds and the history
-//! limits, and keeps status.active, lastScheduleTime and lastSuccessfulTime.
+//! limits, and keeps status.active, lastScheduleTime and lastSuccessfulTime. As upstream, a
+//! run that Forbid holds back is announced with a `JobAlreadyActive` event and does not move
+//! lastScheduleTime, so it starts once the active Job ends.
+//!
+//! Fault switches: `cronjob-concurrency-forced=POLICY` applies POLICY to every CronJob,
+//! `cronjob-suspend-ignored` keeps starting Jobs of suspended CronJobs.
 //!
 //! Time comes from the control plane's [`super::clock::Clock`], so an accelerated or manual
 //! clock drives schedules.
@@ -168,6 +173,19 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     }
 }
 
+/// The concurrency policy the controller applies: the CronJob's own (Allow when unset), unless
+/// the `cronjob-concurrency-forced=POLICY` fault makes the controller apply POLICY to every
+/// CronJob (an Allow-only controller that ignores Forbid and Replace, or one that serialises
+/// every CronJob).
+fn effective_policy<'a>(ctx: &Ctx, own: Option<&'a str>) -> &'a str {
+    for forced in ["Allow", "Forbid", "Replace"] {
+        if ctx.cfg.faults.applies_to("cronjob-concurrency-forced", forced) {
+            return forced;
+        }
+    }
+    own.unwrap_or("Allow")
+}
+
 fn job_ref(job: &Job) -> ObjectReference {
     ObjectReference {
         api_version: Some("batch/v1".into()),
@@ -260,8 +278,10 @@ async fn sync(
             None
         }
     };
+    // `cronjob-suspend-ignored`: a controller that does not read spec.suspend.
+    let suspended = spec.suspend == Some(true) && !ctx.cfg.faults.is_on("cronjob-suspend-ignored");
     if let Some(schedule) = &schedule
-        && spec.suspend != Some(true)
+        && !suspended
     {
         let earliest = last_schedule
             .as_ref()
@@ -274,7 +294,10 @@ async fn sync(
                 .is_some_and(|d| now.duration_since(t) > SignedDuration::from_secs(d))
         };
         if let Some(scheduled) = due {
-            let policy = spec.concurrency_policy.as_deref().unwrap_or("Allow");
+            let policy = effective_policy(ctx, spec.concurrency_policy.as_deref());
+            // Upstream leaves lastScheduleTime alone when Forbid holds a run back, so the held
+            // run starts as soon as the active Job ends (if still within its starting deadline).
+            let mut record_schedule = true;
             if too_late(scheduled) {
                 recorder
                     .record(
@@ -286,6 +309,15 @@ async fn sync(
                     .await;
             } else if policy == "Forbid" && !active.is_empty() {
                 tracing::debug!(cronjob = %name, "not starting a job: one is still active and concurrencyPolicy is Forbid");
+                recorder
+                    .record(
+                        cj.as_ref(),
+                        EventType::Normal,
+                        "JobAlreadyActive",
+                        "Not starting job because prior execution is running and concurrency policy is Forbid",
+                    )
+                    .await;
+                record_schedule = false;
             } else {
                 if policy == "Replace" {
                     for r in std::mem::take(&mut active) {
@@ -352,7 +384,9 @@ async fn sync(
                     }
                 }
             }
-            last_schedule = Some(Time(scheduled));
+            if record_schedule {
+                last_schedule = Some(Time(scheduled));
+            }
         }
         if let Some(next) = schedule.next(now) {
             requeue.after(

@@ -108,6 +108,24 @@ pub fn should_run(template: &PodTemplateSpec, node: &Node) -> bool {
     untolerated_taint(&taints, &tolerations).is_none()
 }
 
+/// Whether this controller puts a daemon pod of `template` on `node`: [`should_run`], or with
+/// `daemonset-ignores-node-selector` on, only the taint check (a controller that does not read
+/// the template's nodeSelector and node affinity; the scheduler still does, so such pods stay
+/// Pending on nodes that do not match).
+fn runs_on(ctx: &Ctx, template: &PodTemplateSpec, node: &Node) -> bool {
+    if !ctx.cfg.faults.is_on("daemonset-ignores-node-selector") {
+        return should_run(template, node);
+    }
+    let mut t = template.clone();
+    if let Some(spec) = t.spec.as_mut() {
+        spec.node_selector = None;
+        if let Some(a) = spec.affinity.as_mut() {
+            a.node_affinity = None;
+        }
+    }
+    should_run(&t, node)
+}
+
 /// The node a daemon pod is for: its nodeName, or the node its affinity pins it to.
 fn pod_node(pod: &Pod) -> Option<String> {
     let spec = pod.spec.as_ref()?;
@@ -188,12 +206,13 @@ async fn sync(
     let mut unavailable = 0;
     for node in nodes {
         let node_name = node.name_any();
-        let run_here = should_run(template, node);
+        let run_here = runs_on(ctx, template, node);
         let here: Vec<Arc<Pod>> = by_node.remove(&node_name).unwrap_or_default();
         let (alive, failed): (Vec<_>, Vec<_>) = here
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .partition(|p| phase(p) != "Failed");
+            // `daemonset-failed-pods-kept`: a controller that counts a Failed pod as running.
+            .partition(|p| phase(p) != "Failed" || ctx.cfg.faults.is_on("daemonset-failed-pods-kept"));
         for f in &failed {
             recorder
                 .record(
@@ -247,7 +266,7 @@ async fn sync(
             .unwrap_or("RollingUpdate")
             == "RollingUpdate";
         if rolling && !old_pods.is_empty() {
-            let desired = nodes.iter().filter(|n| should_run(template, n)).count() as i32;
+            let desired = nodes.iter().filter(|n| runs_on(ctx, template, n)).count() as i32;
             let max_unavailable = resolve_int_or_percent(
                 spec.update_strategy
                     .as_ref()
@@ -351,7 +370,7 @@ async fn update_status(
     let (mut desired, mut current, mut mis, mut ready, mut available, mut updated) = (0, 0, 0, 0, 0, 0);
     for node in nodes {
         let here = by_node.get(&node.name_any());
-        let run_here = should_run(&spec.template, node);
+        let run_here = runs_on(ctx, &spec.template, node);
         if run_here {
             desired += 1;
         }

@@ -106,12 +106,15 @@ fn revision(rs: &ReplicaSet) -> i64 {
     rs.annotations().get(REVISION).and_then(|r| r.parse().ok()).unwrap_or(0)
 }
 
-fn is_recreate(d: &Deployment) -> bool {
-    d.spec
-        .as_ref()
-        .and_then(|s| s.strategy.as_ref())
-        .and_then(|s| s.type_.as_deref())
-        == Some("Recreate")
+/// Whether the Deployment rolls out by Recreate (`deployment-recreate-ignored`: a controller
+/// that rolls every Deployment like RollingUpdate).
+fn is_recreate(ctx: &Ctx, d: &Deployment) -> bool {
+    !ctx.cfg.faults.is_on("deployment-recreate-ignored")
+        && d.spec
+            .as_ref()
+            .and_then(|s| s.strategy.as_ref())
+            .and_then(|s| s.type_.as_deref())
+            == Some("Recreate")
 }
 
 /// The template with the `pod-template-hash` label removed, for comparing a ReplicaSet's
@@ -185,7 +188,7 @@ async fn sync(
     let max_old_revision = old.iter().map(revision).max().unwrap_or(0);
     let paused = spec.paused == Some(true);
     let want = replicas(d);
-    let (surge, max_unavailable) = if is_recreate(d) { (0, want) } else { fenceposts(d) };
+    let (surge, max_unavailable) = if is_recreate(ctx, d) { (0, want) } else { fenceposts(d) };
     let mut created_new = None;
 
     if paused {
@@ -212,7 +215,7 @@ async fn sync(
             .and_then(|m| m.labels.clone())
             .unwrap_or_default();
         labels.insert(POD_TEMPLATE_HASH.into(), hash.clone());
-        let initial = if is_recreate(d) {
+        let initial = if is_recreate(ctx, d) {
             0
         } else {
             let total: i32 = owned.iter().map(rs_replicas).sum();
@@ -289,7 +292,7 @@ async fn sync(
     }
 
     if !paused && let Some(new) = new_rs.clone() {
-        if is_recreate(d) {
+        if is_recreate(ctx, d) {
             let old_active = old.iter().any(|rs| rs_replicas(rs) > 0);
             for rs in old.iter_mut().filter(|rs| rs_replicas(rs) > 0) {
                 scale(ctx, recorder, d, sets, rs, 0, want, surge).await?;
@@ -401,6 +404,9 @@ async fn scale(
 }
 
 async fn cleanup_history(ctx: &Ctx, d: &Deployment, old: &[ReplicaSet], api: &Api<ReplicaSet>) -> Result<()> {
+    if ctx.cfg.faults.is_on("revision-history-limit-ignored") {
+        return Ok(());
+    }
     let limit = d
         .spec
         .as_ref()
@@ -450,7 +456,7 @@ async fn update_status(
     let ready = st(|s| s.ready_replicas.unwrap_or(0));
     let available = st(|s| s.available_replicas.unwrap_or(0));
     let updated = new.and_then(|n| n.status.as_ref()).map_or(0, |s| s.replicas);
-    let (_, max_unavailable) = if is_recreate(d) { (0, 0) } else { fenceposts(d) };
+    let (_, max_unavailable) = if is_recreate(ctx, d) { (0, 0) } else { fenceposts(d) };
     let old_replicas: i32 = old.iter().filter_map(|rs| rs.status.as_ref()).map(|s| s.replicas).sum();
 
     let status = d.status.clone().unwrap_or_default();

@@ -52,7 +52,13 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
             if !has_selector(&svc) {
                 continue;
             }
-            let backends = backends(&svc, &pods.in_namespace(&svc.namespace().unwrap_or_default()));
+            // The `endpoints-emptied` fault: a broken controller that publishes no addresses,
+            // so kube-proxy rejects and headless names resolve to nothing.
+            let backends = if ctx.cfg.faults.is_on("endpoints-emptied") {
+                Vec::new()
+            } else {
+                backends(&svc, &pods.in_namespace(&svc.namespace().unwrap_or_default()))
+            };
             if let Err(e) = sync_endpoints(&ctx, &endpoints, &svc, &backends).await {
                 tracing::warn!(service = %svc.name_any(), error = %super::error::chain(&e), "endpoints sync failed");
                 requeue.after(Duration::from_secs(1));

@@ -151,7 +151,10 @@ async fn sync(
     let succeeded = (succeeded_pods.len() as i32).max(status.succeeded.unwrap_or(0));
     let failed = (failed_pods.len() as i32).max(status.failed.unwrap_or(0));
     let parallelism = spec.parallelism.unwrap_or(1).max(0);
-    let completions = spec.completions;
+    // `job-completions-ignored`: a controller that runs every Job as a work queue.
+    let completions = spec
+        .completions
+        .filter(|_| !ctx.cfg.faults.is_on("job-completions-ignored"));
     let backoff_limit = spec.backoff_limit.unwrap_or(6);
     let indexed = spec.completion_mode.as_deref() == Some("Indexed");
     let suspended = spec.suspend == Some(true);
@@ -225,13 +228,14 @@ async fn sync(
             }
         });
         // Upstream: failed pods beyond the limit, or (OnFailure) container restarts reaching it.
-        let past_backoff = failed > backoff_limit
-            || (restart_on_failure
-                && if backoff_limit == 0 {
-                    restarts > 0
-                } else {
-                    restarts >= backoff_limit
-                });
+        let past_backoff = !ctx.cfg.faults.is_on("job-backoff-ignored")
+            && (failed > backoff_limit
+                || (restart_on_failure
+                    && if backoff_limit == 0 {
+                        restarts > 0
+                    } else {
+                        restarts >= backoff_limit
+                    }));
         let complete = match completions {
             Some(c) if indexed => completed_indexes.len() as i32 >= c,
             Some(c) => succeeded >= c,

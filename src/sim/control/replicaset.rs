@@ -227,6 +227,9 @@ async fn sync<K: ReplicaOwner>(
     let owned = claim_pods(ctx, owner.as_ref(), selector.as_ref(), in_ns).await?;
     let mut active: Vec<Arc<Pod>> = owned.iter().filter(|p| is_active(p)).cloned().collect();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    // The first create or delete that failed in this pass: it becomes the ReplicaFailure
+    // condition (upstream's manageReplicasErr) and is returned after the status write.
+    let mut failure: Option<(&'static str, String, kube::Error)> = None;
     if owner.meta().deletion_timestamp.is_none() {
         let want = owner.replicas().max(0) as usize;
         if active.len() < want {
@@ -267,7 +270,8 @@ async fn sync<K: ReplicaOwner>(
                                 format!("Error creating: {msg}"),
                             )
                             .await;
-                        return Err(e).ctx("create", || format!("pod for {kind} {ns}/{name}"));
+                        failure = Some(("FailedCreate", msg, e));
+                        break;
                     }
                 }
             }
@@ -290,27 +294,64 @@ async fn sync<K: ReplicaOwner>(
                     }
                     Err(e) if is_not_found(&e) => {}
                     Err(e) => {
+                        let msg = match &e {
+                            kube::Error::Api(s) => s.message.clone(),
+                            other => other.to_string(),
+                        };
                         recorder
                             .record(
                                 owner.as_ref(),
                                 EventType::Warning,
                                 "FailedDelete",
-                                format!("Error deleting: {e}"),
+                                format!("Error deleting: {msg}"),
                             )
                             .await;
-                        return Err(e).ctx("delete", || format!("pod {ns}/{}", pod.name_any()));
+                        failure = Some(("FailedDelete", msg, e));
+                        break;
                     }
                 }
             }
         }
     }
-    update_status(ctx, pods, owner, requeue).await
+    let condition = failure.as_ref().map(|(reason, msg, _)| (*reason, msg.as_str()));
+    update_status(ctx, pods, owner, condition, requeue).await?;
+    match failure {
+        Some((reason, _, e)) => Err(e).ctx(if reason == "FailedCreate" { "create" } else { "delete" }, || {
+            format!("pod for {kind} {ns}/{name}")
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Upstream's `calculateStatus` for the ReplicaFailure condition: a failed create or delete
+/// (`failure`: reason and the API's message) adds it when absent; a pass without failure
+/// removes it. Other conditions are kept as they are.
+fn failure_conditions(status: &serde_json::Value, failure: Option<(&str, &str)>, now: &str) -> serde_json::Value {
+    let mut conditions: Vec<serde_json::Value> = status
+        .get("conditions")
+        .and_then(serde_json::Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let present = conditions.iter().any(|c| c["type"] == "ReplicaFailure");
+    match failure {
+        Some((reason, message)) if !present => conditions.push(json!({
+            "type": "ReplicaFailure",
+            "status": "True",
+            "lastTransitionTime": now,
+            "reason": reason,
+            "message": message,
+        })),
+        None if present => conditions.retain(|c| c["type"] != "ReplicaFailure"),
+        _ => {}
+    }
+    json!(conditions)
 }
 
 async fn update_status<K: ReplicaOwner>(
     ctx: &Ctx,
     pods: &Informer<Pod>,
     owner: &Arc<K>,
+    failure: Option<(&str, &str)>,
     requeue: &mut Requeue,
 ) -> Result<()> {
     let ns = owner.namespace().unwrap_or_default();
@@ -340,16 +381,25 @@ async fn update_status<K: ReplicaOwner>(
     if status.is_null() {
         status = json!({});
     }
+    let stamp = jiff::Timestamp::from_second(now.as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_default();
     let desired = json!({
         "replicas": active.len(),
         "fullyLabeledReplicas": fully_labeled,
         "readyReplicas": ready,
         "availableReplicas": available,
         "observedGeneration": owner.meta().generation,
+        "conditions": failure_conditions(&status, failure, &stamp),
     });
     let differs = desired.as_object().expect("object").iter().any(|(k, v)| {
-        let have = status.get(k).cloned().unwrap_or(json!(0));
-        let want = if v.is_null() { json!(0) } else { v.clone() };
+        let empty = if k == "conditions" { json!([]) } else { json!(0) };
+        let have = status
+            .get(k)
+            .cloned()
+            .filter(|v| !v.is_null())
+            .unwrap_or_else(|| empty.clone());
+        let want = if v.is_null() { empty } else { v.clone() };
         have != want
     });
     if differs {
@@ -392,6 +442,18 @@ mod tests {
         all.sort_by(deletion_rank);
         let names: Vec<_> = all.iter().map(|p| p.name_any()).collect();
         assert_eq!(names, vec!["u", "p", "r", "ok"]);
+    }
+
+    #[test]
+    fn replica_failure_is_added_once_and_removed_on_success() {
+        let none = json!({});
+        let added = failure_conditions(&none, Some(("FailedCreate", "exceeded quota")), "t1");
+        assert_eq!(added[0]["type"], "ReplicaFailure");
+        assert_eq!(added[0]["reason"], "FailedCreate");
+        let status = json!({"conditions": added});
+        let kept = failure_conditions(&status, Some(("FailedCreate", "other")), "t2");
+        assert_eq!(kept[0]["lastTransitionTime"], "t1");
+        assert_eq!(failure_conditions(&status, None, "t3"), json!([]));
     }
 
     #[test]

@@ -235,7 +235,7 @@ async fn pass(
                 Err(e) => tracing::warn!(pod = %pod.name_any(), error = %super::error::chain(&e), "binding failed"),
             },
             None => {
-                let outcome = if may_preempt(pod, &classes) {
+                let outcome = if may_preempt(pod, &classes) && !ctx.cfg.faults.is_on("preemption-off") {
                     preempt(ctx, recorder, pod, *prio, &node_list, &bound, &classes, &reasons).await
                 } else {
                     Preemption::NotEligible("preemption: not eligible due to preemptionPolicy=Never.".into())

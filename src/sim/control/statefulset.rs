@@ -134,7 +134,9 @@ async fn sync(
             by_ordinal.insert(o, p);
         }
     }
-    let parallel = spec.pod_management_policy.as_deref() == Some("Parallel");
+    // `statefulset-unordered`: a controller that manages every set as if it were Parallel.
+    let parallel =
+        spec.pod_management_policy.as_deref() == Some("Parallel") || ctx.cfg.faults.is_on("statefulset-unordered");
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let deleting = set.metadata.deletion_timestamp.is_some();
 

@@ -589,8 +589,14 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// The answer of a successful resolution: the name that matched and its addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
-    /// The fully qualified name that answered.
+    /// The canonical name of the answer: the name asked for, or, when it is an alias (a CNAME,
+    /// as an ExternalName Service is), the end of the CNAME chain. This is what `nslookup`
+    /// prints after `Name:` and what glibc returns as `h_name`.
     pub name: String,
+    /// The aliases that led to [`Resolved::name`], starting with the fully qualified name
+    /// asked for; empty without a CNAME. busybox nslookup prints each as
+    /// `<alias>\tcanonical name = <target>`, Windows nslookup as `Aliases:  <alias>`.
+    pub aliases: Vec<String>,
     /// Its IPv4 addresses.
     pub addrs: Vec<Ipv4Addr>,
     /// The nameserver that answered.
@@ -603,6 +609,7 @@ pub async fn resolve(dns: &PodDns, net: &dyn DnsPorts, src: &Source, name: &str)
     if let Ok(ip) = name.parse::<Ipv4Addr>() {
         return Ok(Resolved {
             name: name.into(),
+            aliases: vec![],
             addrs: vec![ip],
             server: dns.nameservers[0],
         });
@@ -632,8 +639,10 @@ pub async fn resolve(dns: &PodDns, net: &dyn DnsPorts, src: &Source, name: &str)
                         })
                         .collect();
                     if r.metadata.response_code == ResponseCode::NoError && !addrs.is_empty() {
+                        let (name, aliases) = cname_chain(&cand, &r.answers);
                         return Ok(Resolved {
-                            name: cand,
+                            name,
+                            aliases,
                             addrs,
                             server: *server,
                         });
@@ -650,6 +659,25 @@ pub async fn resolve(dns: &PodDns, net: &dyn DnsPorts, src: &Source, name: &str)
     } else {
         Err(ResolveError::NoServers)
     }
+}
+
+/// Follows the CNAME records of `answers` from `asked`: the canonical name and the aliases
+/// that led to it (empty when `asked` is not an alias).
+fn cname_chain(asked: &str, answers: &[Record]) -> (String, Vec<String>) {
+    let mut name = asked.trim_end_matches('.').to_string();
+    let mut aliases = Vec::new();
+    // A chain longer than the answer section would loop.
+    for _ in 0..answers.len() {
+        let next = answers.iter().find_map(|rec| match &rec.data {
+            RData::CNAME(c) if normalise(&rec.name) == name.to_ascii_lowercase() => {
+                Some(c.0.to_ascii().trim_end_matches('.').to_string())
+            }
+            _ => None,
+        });
+        let Some(next) = next else { break };
+        aliases.push(std::mem::replace(&mut name, next));
+    }
+    (name, aliases)
 }
 
 #[cfg(test)]
@@ -802,6 +830,26 @@ mod tests {
             ips(ask(&z, "h.hl.ns1.svc.cluster.local.", RecordType::A)),
             ["127.210.16.9".parse::<Ipv4Addr>().unwrap()]
         );
+    }
+
+    #[test]
+    fn external_name_is_an_alias_of_its_target() {
+        let mut ext = svc("ns1", "ext", "");
+        if let Some(spec) = ext.spec.as_mut() {
+            spec.type_ = Some("ExternalName".into());
+            spec.external_name = Some("kubernetes.default.svc.cluster.local".into());
+            spec.cluster_ip = None;
+        }
+        let z = zone(vec![svc("default", "kubernetes", "127.210.96.1"), ext], vec![], vec![]);
+        let Lookup::Records(recs) = ask(&z, "ext.ns1.svc.cluster.local.", RecordType::A) else {
+            panic!("nxdomain")
+        };
+        let (name, aliases) = cname_chain("ext.ns1.svc.cluster.local", &recs);
+        assert_eq!(name, "kubernetes.default.svc.cluster.local");
+        assert_eq!(aliases, ["ext.ns1.svc.cluster.local"]);
+        let (plain, none) = cname_chain("kubernetes.default.svc.cluster.local", &recs[1..]);
+        assert_eq!(plain, "kubernetes.default.svc.cluster.local");
+        assert!(none.is_empty());
     }
 
     #[test]

@@ -141,12 +141,61 @@ pub struct FsView {
 /// A directory entry as `ls`/`dir` show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
-    /// File name.
+    /// File name (for a file listed by its own path, that path as given).
     pub name: String,
     /// Whether it is a directory.
     pub is_dir: bool,
     /// Size in bytes.
     pub size: u64,
+    /// Permission bits (`0o644`), of the target when the entry is a symlink.
+    pub mode: u32,
+    /// Where the entry points when it is a symlink (the kubelet publishes ConfigMap and Secret
+    /// keys as links into `..data`).
+    pub link: Option<String>,
+}
+
+impl DirEntry {
+    /// The entry as busybox `ls -l` prints it; with `follow` (`ls -lL`) a symlink shows its
+    /// target's type and mode, without it the link itself (`lrwxrwxrwx … name -> target`).
+    pub fn long_format(&self, follow: bool) -> String {
+        let bits = |m: u32| {
+            let mut out = String::new();
+            for shift in [6, 3, 0] {
+                let b = (m >> shift) & 7;
+                out.push(if b & 4 != 0 { 'r' } else { '-' });
+                out.push(if b & 2 != 0 { 'w' } else { '-' });
+                out.push(if b & 1 != 0 { 'x' } else { '-' });
+            }
+            out
+        };
+        match (&self.link, follow) {
+            (Some(target), false) => format!(
+                "lrwxrwxrwx    1 root     root     {:>10} Jan  1 00:00 {} -> {target}",
+                target.len(),
+                self.name
+            ),
+            _ => format!(
+                "{}{}    1 root     root     {:>10} Jan  1 00:00 {}",
+                if self.is_dir { 'd' } else { '-' },
+                bits(self.mode),
+                self.size,
+                self.name
+            ),
+        }
+    }
+}
+
+/// Permission bits of a host path's metadata (0o644 where the platform has none).
+fn mode_of(md: &std::fs::Metadata) -> u32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        md.permissions().mode() & 0o7777
+    }
+    #[cfg(not(unix))]
+    {
+        if md.permissions().readonly() { 0o444 } else { 0o644 }
+    }
 }
 
 impl FsView {
@@ -270,23 +319,25 @@ impl FsView {
         std::fs::metadata(host).ok().map(|m| m.is_dir())
     }
 
-    /// Lists a directory (mount points inside it included).
+    /// Lists a directory (mount points inside it included); a file lists as itself, named by
+    /// `path` as given, as `ls FILE` does.
     pub fn list(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
         let (host, _, p) = self.locate(path);
+        if let Ok(md) = std::fs::metadata(&host)
+            && !md.is_dir()
+        {
+            return Ok(vec![entry(path.to_string(), &host, &md)]);
+        }
         let mut out: BTreeMap<String, DirEntry> = BTreeMap::new();
         match std::fs::read_dir(&host) {
             Ok(rd) => {
                 for e in rd.flatten() {
-                    let md = e.metadata().ok();
                     let name = e.file_name().to_string_lossy().to_string();
-                    out.insert(
-                        name.clone(),
-                        DirEntry {
-                            name,
-                            is_dir: md.as_ref().is_some_and(|m| m.is_dir()),
-                            size: md.map_or(0, |m| m.len()),
-                        },
-                    );
+                    // Through symlinks: the kubelet's `..data` links point at real files.
+                    let Ok(md) = std::fs::metadata(e.path()).or_else(|_| e.metadata()) else {
+                        continue;
+                    };
+                    out.insert(name.clone(), entry(name, &e.path(), &md));
                 }
             }
             Err(e) if self.stat(path) != Some(true) => return Err(Self::io(path, e)),
@@ -302,6 +353,8 @@ impl FsView {
                     name: first,
                     is_dir: true,
                     size: 0,
+                    mode: 0o755,
+                    link: None,
                 });
             }
         }
@@ -311,6 +364,17 @@ impl FsView {
     /// Bytes used under the container's writable layer (for `rootfs.usedBytes`).
     pub fn rootfs_used(&self) -> u64 {
         dir_size(&self.rootfs)
+    }
+}
+
+/// The listing entry of `host` (metadata `md`, already through any symlink) named `name`.
+fn entry(name: String, host: &Path, md: &std::fs::Metadata) -> DirEntry {
+    DirEntry {
+        name,
+        is_dir: md.is_dir(),
+        size: if md.is_dir() { 4096 } else { md.len() },
+        mode: mode_of(md),
+        link: std::fs::read_link(host).ok().map(|t| t.to_string_lossy().into_owned()),
     }
 }
 
@@ -338,6 +402,8 @@ pub struct VolumeDir {
     /// Whether the volume source forces read-only (secrets and configMaps are written by the
     /// kubelet, not by containers).
     pub read_only: bool,
+    /// Whether it is an emptyDir (shared by every container of the pod).
+    pub empty_dir: bool,
 }
 
 /// A pod's volumes, as the kubelet set them up.
@@ -345,6 +411,9 @@ pub struct VolumeDir {
 pub struct PodVolumes {
     /// By volume name.
     pub volumes: HashMap<String, VolumeDir>,
+    /// The cluster's fault switches (`emptydir-not-shared`, `unsupported-mounts-accepted`
+    /// break how volumes are mounted).
+    pub faults: Arc<Faults>,
 }
 
 fn write_file(volume: &str, dir: &Path, rel: &str, data: &[u8]) -> Result<(), VolumeError> {
@@ -385,18 +454,26 @@ impl PodVolumes {
         pod_dir: &Path,
         host_root: &Path,
         fields: &dyn FieldSource,
+        faults: &Arc<Faults>,
     ) -> Result<PodVolumes, VolumeError> {
         let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        let mut out = PodVolumes::default();
+        let mut out = PodVolumes {
+            volumes: HashMap::new(),
+            faults: faults.clone(),
+        };
         let spec = pod.spec.clone().unwrap_or_default();
         for v in spec.volumes.iter().flatten() {
             let dir = pod_dir.join("volumes").join(&v.name);
-            let vd = Self::setup_one(client, &ns, v, os, &dir, host_root, fields).await?;
+            let vd = Self::setup_one(client, &ns, v, os, &dir, host_root, fields, faults).await?;
             out.volumes.insert(v.name.clone(), vd);
         }
         Ok(out)
     }
 
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the API client, the pod's namespace and directories, its fields and the faults are all needed"
+    )]
     async fn setup_one(
         client: &kube::Client,
         ns: &str,
@@ -405,17 +482,21 @@ impl PodVolumes {
         dir: &Path,
         host_root: &Path,
         fields: &dyn FieldSource,
+        faults: &Faults,
     ) -> Result<VolumeDir, VolumeError> {
         let plain = |host: PathBuf, read_only: bool| VolumeDir {
             host,
             is_file: false,
             unsupported: None,
             read_only,
+            empty_dir: false,
         };
         if let Some(ed) = &v.empty_dir {
             mkdir(&v.name, dir)?;
             let medium = ed.medium.as_deref().unwrap_or("");
-            let unsupported = if (medium == "Memory" || medium.starts_with("HugePages")) && !os.supports_memory_medium()
+            let unsupported = if (medium == "Memory" || medium.starts_with("HugePages"))
+                && !os.supports_memory_medium()
+                && !faults.is_on("unsupported-mounts-accepted")
             {
                 Some(format!(
                     "emptyDir medium {medium} of volume \"{}\" is not supported on Windows nodes",
@@ -429,6 +510,7 @@ impl PodVolumes {
                 is_file: false,
                 unsupported,
                 read_only: false,
+                empty_dir: true,
             });
         }
         if let Some(hp) = &v.host_path {
@@ -456,67 +538,20 @@ impl PodVolumes {
                 is_file,
                 unsupported: None,
                 read_only: false,
+                empty_dir: false,
             });
         }
+        if let Some(payload) = Self::payload(client, ns, v, fields).await? {
+            // `volume-content-missing`: the kubelet mounts the volume but publishes no files.
+            let payload = if faults.is_on("volume-content-missing") {
+                Payload::new()
+            } else {
+                payload
+            };
+            write_payload(&v.name, dir, &payload)?;
+            return Ok(plain(dir.to_path_buf(), true));
+        }
         mkdir(&v.name, dir)?;
-        if let Some(cm) = &v.config_map {
-            let name = cm.name.clone();
-            let optional = cm.optional.unwrap_or(false);
-            let items = cm.items.clone().unwrap_or_default();
-            Self::project_config_map(client, ns, &v.name, &name, optional, &items, dir).await?;
-            return Ok(plain(dir.to_path_buf(), true));
-        }
-        if let Some(s) = &v.secret {
-            let name = s.secret_name.clone().unwrap_or_default();
-            let items = s.items.clone().unwrap_or_default();
-            Self::project_secret(client, ns, &v.name, &name, s.optional.unwrap_or(false), &items, dir).await?;
-            return Ok(plain(dir.to_path_buf(), true));
-        }
-        if let Some(d) = &v.downward_api {
-            for item in d.items.iter().flatten() {
-                Self::project_downward(&v.name, item, dir, fields)?;
-            }
-            return Ok(plain(dir.to_path_buf(), true));
-        }
-        if let Some(p) = &v.projected {
-            let lenient = v.name.starts_with("kube-api-access-");
-            for src in p.sources.iter().flatten() {
-                if let Some(cm) = &src.config_map {
-                    let items = cm.items.clone().unwrap_or_default();
-                    let r = Self::project_config_map(
-                        client,
-                        ns,
-                        &v.name,
-                        &cm.name,
-                        cm.optional.unwrap_or(false),
-                        &items,
-                        dir,
-                    )
-                    .await;
-                    match r {
-                        Err(e) if lenient => {
-                            warn!(volume = %v.name, error = %e, "service account volume source missing")
-                        }
-                        r => r?,
-                    }
-                }
-                if let Some(s) = &src.secret {
-                    let items = s.items.clone().unwrap_or_default();
-                    Self::project_secret(client, ns, &v.name, &s.name, s.optional.unwrap_or(false), &items, dir)
-                        .await?;
-                }
-                if let Some(d) = &src.downward_api {
-                    for item in d.items.iter().flatten() {
-                        Self::project_downward(&v.name, item, dir, fields)?;
-                    }
-                }
-                if let Some(t) = &src.service_account_token {
-                    // No token is invented: without a TokenRequest answer the file stays absent.
-                    warn!(volume = %v.name, path = %t.path, "service account tokens are not issued by the simulated kubelet");
-                }
-            }
-            return Ok(plain(dir.to_path_buf(), true));
-        }
         // Volume sources the simulator does not model (PVCs, CSI…) are empty directories would
         // pretend; they are refused at container creation instead.
         Ok(VolumeDir {
@@ -527,18 +562,123 @@ impl PodVolumes {
                 v.name
             )),
             read_only: false,
+            empty_dir: false,
         })
     }
 
-    async fn project_config_map(
+    /// Rewrites the contents of every ConfigMap, Secret, downward API and projected volume of
+    /// `pod` from the current objects and pod metadata, as the kubelet's periodic pod sync does
+    /// (the reason a ConfigMap update or a new label reaches a running pod). Each volume is
+    /// swapped atomically through its `..data` link; an unchanged volume is left alone.
+    ///
+    /// # Errors
+    /// The first volume that could not be rebuilt (its old contents stay, as the kubelet keeps
+    /// them when a refresh fails).
+    pub async fn resync(
+        client: &kube::Client,
+        pod: &Pod,
+        pod_dir: &Path,
+        fields: &dyn FieldSource,
+        faults: &Faults,
+    ) -> Result<(), VolumeError> {
+        let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let spec = pod.spec.clone().unwrap_or_default();
+        for v in spec.volumes.iter().flatten() {
+            let dir = pod_dir.join("volumes").join(&v.name);
+            // A pod being torn down loses its directory: never recreate it.
+            if !dir.is_dir() {
+                continue;
+            }
+            if let Some(payload) = Self::payload(client, &ns, v, fields).await? {
+                if faults.is_on("volume-content-missing") {
+                    continue;
+                }
+                write_payload(&v.name, &dir, &payload)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The files of a ConfigMap, Secret, downward API or projected volume (`None` for other
+    /// sources), with their modes: each item's `mode`, else the volume's `defaultMode`, else
+    /// 0644 (the API default 420).
+    async fn payload(
+        client: &kube::Client,
+        ns: &str,
+        v: &Volume,
+        fields: &dyn FieldSource,
+    ) -> Result<Option<Payload>, VolumeError> {
+        let mut out = Payload::new();
+        if let Some(cm) = &v.config_map {
+            let mode = cm.default_mode.unwrap_or(DEFAULT_MODE);
+            let items = cm.items.clone().unwrap_or_default();
+            let data = Self::config_map_data(client, ns, &v.name, &cm.name, cm.optional.unwrap_or(false)).await?;
+            add_items(&mut out, data.as_ref(), &items, mode);
+            return Ok(Some(out));
+        }
+        if let Some(s) = &v.secret {
+            let mode = s.default_mode.unwrap_or(DEFAULT_MODE);
+            let name = s.secret_name.clone().unwrap_or_default();
+            let items = s.items.clone().unwrap_or_default();
+            let data = Self::secret_data(client, ns, &v.name, &name, s.optional.unwrap_or(false)).await?;
+            add_items(&mut out, data.as_ref(), &items, mode);
+            return Ok(Some(out));
+        }
+        if let Some(d) = &v.downward_api {
+            let mode = d.default_mode.unwrap_or(DEFAULT_MODE);
+            for item in d.items.iter().flatten() {
+                out.insert(
+                    item.path.clone(),
+                    (downward_value(item, fields), item.mode.unwrap_or(mode)),
+                );
+            }
+            return Ok(Some(out));
+        }
+        if let Some(p) = &v.projected {
+            let mode = p.default_mode.unwrap_or(DEFAULT_MODE);
+            let lenient = v.name.starts_with("kube-api-access-");
+            for src in p.sources.iter().flatten() {
+                if let Some(cm) = &src.config_map {
+                    let items = cm.items.clone().unwrap_or_default();
+                    match Self::config_map_data(client, ns, &v.name, &cm.name, cm.optional.unwrap_or(false)).await {
+                        Ok(data) => add_items(&mut out, data.as_ref(), &items, mode),
+                        Err(e) if lenient => {
+                            warn!(volume = %v.name, error = %e, "service account volume source missing")
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                if let Some(s) = &src.secret {
+                    let items = s.items.clone().unwrap_or_default();
+                    let data = Self::secret_data(client, ns, &v.name, &s.name, s.optional.unwrap_or(false)).await?;
+                    add_items(&mut out, data.as_ref(), &items, mode);
+                }
+                if let Some(d) = &src.downward_api {
+                    for item in d.items.iter().flatten() {
+                        out.insert(
+                            item.path.clone(),
+                            (downward_value(item, fields), item.mode.unwrap_or(mode)),
+                        );
+                    }
+                }
+                if let Some(t) = &src.service_account_token {
+                    // No token is invented: without a TokenRequest answer the file stays absent.
+                    warn!(volume = %v.name, path = %t.path, "service account tokens are not issued by the simulated kubelet");
+                }
+            }
+            return Ok(Some(out));
+        }
+        Ok(None)
+    }
+
+    /// A ConfigMap's `data` and `binaryData` (`None` when it is missing and optional).
+    async fn config_map_data(
         client: &kube::Client,
         ns: &str,
         volume: &str,
         name: &str,
         optional: bool,
-        items: &[k8s_openapi::api::core::v1::KeyToPath],
-        dir: &Path,
-    ) -> Result<(), VolumeError> {
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, VolumeError> {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
         let cm = api.get_opt(name).await.map_err(|source| VolumeError::Api {
             volume: volume.into(),
@@ -547,7 +687,7 @@ impl PodVolumes {
         })?;
         let Some(cm) = cm else {
             return if optional {
-                Ok(())
+                Ok(None)
             } else {
                 Err(VolumeError::ConfigMapNotFound {
                     volume: volume.into(),
@@ -564,18 +704,17 @@ impl PodVolumes {
         for (k, v) in cm.binary_data.unwrap_or_default() {
             data.insert(k, v.0);
         }
-        write_items(volume, dir, &data, items)
+        Ok(Some(data))
     }
 
-    async fn project_secret(
+    /// A Secret's decoded `data` (and `stringData`), `None` when it is missing and optional.
+    async fn secret_data(
         client: &kube::Client,
         ns: &str,
         volume: &str,
         name: &str,
         optional: bool,
-        items: &[k8s_openapi::api::core::v1::KeyToPath],
-        dir: &Path,
-    ) -> Result<(), VolumeError> {
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, VolumeError> {
         let api: Api<Secret> = Api::namespaced(client.clone(), ns);
         let s = api.get_opt(name).await.map_err(|source| VolumeError::Api {
             volume: volume.into(),
@@ -584,7 +723,7 @@ impl PodVolumes {
         })?;
         let Some(s) = s else {
             return if optional {
-                Ok(())
+                Ok(None)
             } else {
                 Err(VolumeError::SecretNotFound {
                     volume: volume.into(),
@@ -597,39 +736,19 @@ impl PodVolumes {
         for (k, v) in s.string_data.unwrap_or_default() {
             data.insert(k, v.into_bytes());
         }
-        write_items(volume, dir, &data, items)
-    }
-
-    fn project_downward(
-        volume: &str,
-        item: &k8s_openapi::api::core::v1::DownwardAPIVolumeFile,
-        dir: &Path,
-        fields: &dyn FieldSource,
-    ) -> Result<(), VolumeError> {
-        let value = if let Some(f) = &item.field_ref {
-            fields.field(&f.field_path)
-        } else if let Some(r) = &item.resource_field_ref {
-            fields.resource(
-                r.container_name.as_deref(),
-                &r.resource,
-                r.divisor.as_ref().map(|q| q.0.as_str()),
-            )
-        } else {
-            None
-        };
-        write_file(volume, dir, &item.path, value.unwrap_or_default().as_bytes())
+        Ok(Some(data))
     }
 
     /// The mounts of `container`, or why the container cannot be created on `os`.
     pub fn mounts_for(&self, container: &Container, os: Os) -> Result<Vec<Mount>, String> {
         let mut out = Vec::new();
         for vm in container.volume_mounts.iter().flatten() {
-            out.push(self.mount(vm, os)?);
+            out.push(self.mount(vm, os, &container.name)?);
         }
         Ok(out)
     }
 
-    fn mount(&self, vm: &VolumeMount, os: Os) -> Result<Mount, String> {
+    fn mount(&self, vm: &VolumeMount, os: Os, container: &str) -> Result<Mount, String> {
         let v = self
             .volumes
             .get(&vm.name)
@@ -642,7 +761,10 @@ impl PodVolumes {
             .as_deref()
             .filter(|s| !s.is_empty())
             .or(vm.sub_path_expr.as_deref().filter(|s| !s.is_empty()));
-        if (sub.is_some() || v.is_file) && !os.supports_file_mounts() {
+        if (sub.is_some() || v.is_file)
+            && !os.supports_file_mounts()
+            && !self.faults.is_on("unsupported-mounts-accepted")
+        {
             return Err(format!(
                 "mounting volume \"{}\" at {} {} is not supported on Windows nodes",
                 vm.name,
@@ -669,6 +791,16 @@ impl PodVolumes {
             }
             None => v.host.clone(),
         };
+        // `emptydir-not-shared`: every container gets a private directory instead of the
+        // pod's one emptyDir, so what one container writes the others never see.
+        let host = if v.empty_dir && self.faults.is_on("emptydir-not-shared") {
+            let own = host.join(format!(".container-{container}"));
+            std::fs::create_dir_all(&own)
+                .map_err(|e| format!("failed to create the emptyDir of volumeMount \"{}\": {e}", vm.name))?;
+            own
+        } else {
+            host
+        };
         Ok(Mount {
             at: normalise(os, &vm.mount_path, "/"),
             host,
@@ -677,24 +809,159 @@ impl PodVolumes {
     }
 }
 
-fn write_items(
-    volume: &str,
-    dir: &Path,
-    data: &BTreeMap<String, Vec<u8>>,
+/// The files of a volume by relative path: content and permission bits.
+pub type Payload = BTreeMap<String, (Vec<u8>, i32)>;
+
+/// The file mode a ConfigMap, Secret or downward API file gets without `defaultMode` (the
+/// API's default 420 = 0644).
+const DEFAULT_MODE: i32 = 0o644;
+
+/// Adds a ConfigMap's or Secret's keys to `out`: every key, or only `items` (mapped to their
+/// paths, with their own modes) when given.
+fn add_items(
+    out: &mut Payload,
+    data: Option<&BTreeMap<String, Vec<u8>>>,
     items: &[k8s_openapi::api::core::v1::KeyToPath],
-) -> Result<(), VolumeError> {
+    mode: i32,
+) {
+    let Some(data) = data else { return };
     if items.is_empty() {
         for (k, v) in data {
-            write_file(volume, dir, k, v)?;
+            out.insert(k.clone(), (v.clone(), mode));
         }
     } else {
         for it in items {
             if let Some(v) = data.get(&it.key) {
-                write_file(volume, dir, &it.path, v)?;
+                out.insert(it.path.clone(), (v.clone(), it.mode.unwrap_or(mode)));
             }
         }
     }
+}
+
+/// The value of one downward API file (empty when the field cannot be resolved).
+fn downward_value(item: &k8s_openapi::api::core::v1::DownwardAPIVolumeFile, fields: &dyn FieldSource) -> Vec<u8> {
+    let value = if let Some(f) = &item.field_ref {
+        fields.field(&f.field_path)
+    } else if let Some(r) = &item.resource_field_ref {
+        fields.resource(
+            r.container_name.as_deref(),
+            &r.resource,
+            r.divisor.as_ref().map(|q| q.0.as_str()),
+        )
+    } else {
+        None
+    };
+    value.unwrap_or_default().into_bytes()
+}
+
+/// The link the kubelet's atomic writer points at the current payload directory.
+const DATA_LINK: &str = "..data";
+
+/// Whether the payload published in `dir` already equals `payload` (same files, bytes, modes).
+fn payload_is_current(dir: &Path, payload: &Payload) -> bool {
+    let data = dir.join(DATA_LINK);
+    if std::fs::read_link(&data).is_err() {
+        return false;
+    }
+    let same_files = payload.iter().all(|(rel, (bytes, mode))| {
+        let path = data.join(rel);
+        std::fs::read(&path).is_ok_and(|b| &b == bytes)
+            && std::fs::metadata(&path).is_ok_and(|m| mode_of(&m) == (*mode as u32 & 0o7777))
+    });
+    same_files && count_files(&data) == payload.len()
+}
+
+fn count_files(p: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    rd.flatten()
+        .map(|e| match std::fs::metadata(e.path()) {
+            Ok(m) if m.is_dir() => count_files(&e.path()),
+            Ok(_) => 1,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Publishes `payload` in `dir` the way the kubelet's atomic writer does: the files go into a
+/// fresh timestamped directory `..<time>`, the `..data` link is swapped to it with one rename
+/// (readers see the old set or the new one, never a mix), each top-level name is a link
+/// `name -> ..data/name`, and names and the directory of the previous payload are removed.
+fn write_payload(volume: &str, dir: &Path, payload: &Payload) -> Result<(), VolumeError> {
+    mkdir(volume, dir)?;
+    if payload_is_current(dir, payload) {
+        return Ok(());
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| VolumeError::Io {
+            volume: volume.to_string(),
+            path,
+            source,
+        }
+    };
+    let old = std::fs::read_link(dir.join(DATA_LINK)).ok();
+    let stamp = jiff::Timestamp::now().strftime("%Y_%m_%d_%H_%M_%S.%f").to_string();
+    let mut name = format!("..{stamp}");
+    while dir.join(&name).exists() {
+        name.push('_');
+    }
+    let fresh = dir.join(&name);
+    mkdir(volume, &fresh)?;
+    for (rel, (bytes, mode)) in payload {
+        write_file(volume, &fresh, rel, bytes)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let path = fresh.join(rel);
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode as u32 & 0o7777))
+                .map_err(io(&path))?;
+        }
+        #[cfg(not(unix))]
+        let _ = mode;
+    }
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    symlink(Path::new(&name), &tmp).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, dir.join(DATA_LINK)).map_err(io(&dir.join(DATA_LINK)))?;
+    let top: std::collections::BTreeSet<String> = payload
+        .keys()
+        .filter_map(|rel| rel.split('/').find(|s| !s.is_empty()).map(str::to_string))
+        .collect();
+    for t in &top {
+        let link = dir.join(t);
+        if std::fs::symlink_metadata(&link).is_err() {
+            symlink(&Path::new(DATA_LINK).join(t), &link).map_err(io(&link))?;
+        }
+    }
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
+            if !n.starts_with("..") && is_link && !top.contains(&n) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    if let Some(old) = old
+        && old.as_path() != Path::new(&name)
+        && let Err(e) = std::fs::remove_dir_all(dir.join(&old))
+    {
+        warn!(volume, dir = %old.display(), error = %e, "old volume payload not removed");
+    }
     Ok(())
+}
+
+#[cfg(unix)]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+#[cfg(not(unix))]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    let _ = (target, link);
+    Err(std::io::Error::other(
+        "the simulated kubelet's atomic writer needs symlinks",
+    ))
 }
 
 /// Decodes a base64 value (for tests and secrets given as strings).
@@ -748,6 +1015,55 @@ mod tests {
         faults.set_read_only_writable(true);
         let broken = FsView { faults, ..l };
         broken.write("/mnt/vol/g.txt", b"x", false).unwrap();
+    }
+
+    #[test]
+    fn payloads_are_swapped_atomically_through_data_link() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("vol");
+        let one: Payload = [
+            ("data-1".to_string(), (b"value-1".to_vec(), 0o400)),
+            ("path/to/x".to_string(), (b"x".to_vec(), 0o644)),
+        ]
+        .into();
+        write_payload("v", &dir, &one).unwrap();
+        assert_eq!(std::fs::read(dir.join("data-1")).unwrap(), b"value-1");
+        assert_eq!(std::fs::read(dir.join("path/to/x")).unwrap(), b"x");
+        let first = std::fs::read_link(dir.join(DATA_LINK)).unwrap();
+        // Unchanged: nothing is rewritten.
+        write_payload("v", &dir, &one).unwrap();
+        assert_eq!(std::fs::read_link(dir.join(DATA_LINK)).unwrap(), first);
+        let two: Payload = [("data-1".to_string(), (b"value-2".to_vec(), 0o400))].into();
+        write_payload("v", &dir, &two).unwrap();
+        assert_eq!(std::fs::read(dir.join("data-1")).unwrap(), b"value-2");
+        assert!(
+            std::fs::symlink_metadata(dir.join("path")).is_err(),
+            "stale name removed"
+        );
+        assert!(!dir.join(&first).exists(), "old payload removed");
+        let view = FsView::new(
+            Os::Linux,
+            t.path().join("root"),
+            false,
+            vec![Mount {
+                at: "/mnt/v".into(),
+                host: dir.clone(),
+                read_only: true,
+            }],
+            Arc::new(Faults::default()),
+        );
+        let listed = view.list("/mnt/v/data-1").unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(
+            listed[0].long_format(true).starts_with("-r-------- "),
+            "{:?}",
+            listed[0]
+        );
+        assert!(
+            listed[0].long_format(false).starts_with("lrwxrwxrwx "),
+            "{:?}",
+            listed[0]
+        );
     }
 
     #[test]

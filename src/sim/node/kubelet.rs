@@ -305,6 +305,9 @@ pub(crate) struct PodRt {
     pub state: Mutex<PodState>,
     dirty: Notify,
     deleting: CancellationToken,
+    /// Cancelled when the pod's containers must not be (re)started any more: the pod is being
+    /// deleted (a child of `deleting`) or the kubelet failed it (activeDeadlineSeconds).
+    halted: CancellationToken,
     gone: CancellationToken,
 }
 
@@ -461,7 +464,16 @@ impl Kubelet {
             ("cpu".to_string(), q(format!("{}m", c.allocatable_cpu_millis()))),
             (
                 "memory".to_string(),
-                q(format!("{}Ki", c.allocatable_memory_bytes() / 1024)),
+                // `allocatable-misreported`: a kubelet that leaves reservations and eviction
+                // thresholds out of allocatable memory.
+                q(format!(
+                    "{}Ki",
+                    if self.net.faults().is_on("allocatable-misreported") {
+                        c.capacity.memory_bytes
+                    } else {
+                        c.allocatable_memory_bytes()
+                    } / 1024
+                )),
             ),
             (
                 "ephemeral-storage".to_string(),
@@ -530,7 +542,12 @@ impl Kubelet {
             }),
             node_info: Some(NodeSystemInfo {
                 architecture: "amd64".into(),
-                boot_id: self.boot_id.clone(),
+                // The `boot-id-missing` fault: a kubelet that cannot read the machine's boot ID.
+                boot_id: if self.net.faults().is_on("boot-id-missing") {
+                    String::new()
+                } else {
+                    self.boot_id.clone()
+                },
                 container_runtime_version: RUNTIME_VERSION.into(),
                 kernel_version: kernel,
                 kube_proxy_version: KUBELET_VERSION.into(),
@@ -792,6 +809,9 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
     let uid = p.metadata.uid.clone().unwrap_or_default();
     let deleting = p.metadata.deletion_timestamp.is_some();
     let mut pods = kl.pods.lock().expect("pods lock");
+    // A kubelet with the `termination-stuck` fault never acts on a pod's deletion: its
+    // containers keep running and the pod stays Terminating (a hung kubelet or runtime).
+    let deleting = deleting && !kl.net.faults().is_on("termination-stuck");
     if let Some(rt) = pods.get(&uid) {
         *rt.pod.lock().expect("pod lock") = p;
         if deleting {
@@ -800,6 +820,7 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
         return;
     }
     let spec = p.spec.clone().unwrap_or_default();
+    let deleting_token = CancellationToken::new();
     let rt = Arc::new(PodRt {
         uid: uid.clone(),
         name: p.metadata.name.clone().unwrap_or_default(),
@@ -816,7 +837,8 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
         }),
         pod: Mutex::new(p),
         dirty: Notify::new(),
-        deleting: CancellationToken::new(),
+        halted: deleting_token.child_token(),
+        deleting: deleting_token,
         gone: CancellationToken::new(),
     });
     if deleting {
@@ -841,9 +863,19 @@ async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
         tokio::spawn(async move { run_pod(&kl, &rt).await })
     };
     // The pod runs until it is terminal or deleted; then everything stops and the pod goes.
+    // A pod past its activeDeadlineSeconds is failed and its containers are stopped, but the
+    // pod object stays (Failed, DeadlineExceeded) until it is deleted.
     tokio::select! {
         _ = rt.deleting.cancelled() => {}
         _ = kl.cancel.cancelled() => {}
+        _ = active_deadline(&kl, &rt) => {
+            terminate(&kl, &rt).await;
+            rt.touch();
+            tokio::select! {
+                _ = rt.deleting.cancelled() => {}
+                _ = kl.cancel.cancelled() => {}
+            }
+        }
         _ = runner => tokio::select! {
             _ = rt.deleting.cancelled() => {}
             _ = kl.cancel.cancelled() => {}
@@ -883,8 +915,48 @@ async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
     }
 }
 
+/// Returns once the pod has been active on the node longer than its `activeDeadlineSeconds`
+/// (read afresh from every pod update, since the field may be set or lowered on a running
+/// pod), after marking it Failed with reason DeadlineExceeded and halting its containers, as
+/// the kubelet's active-deadline handler does. Never returns under the `deadline-ignored` fault.
+async fn active_deadline(kl: &Kubelet, rt: &PodRt) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if kl.net.faults().is_on("deadline-ignored") {
+            continue;
+        }
+        let Some(limit) = rt
+            .pod()
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+        else {
+            continue;
+        };
+        let Some(start) = rt.state.lock().expect("state lock").start_time else {
+            continue;
+        };
+        let active = jiff::Timestamp::now().duration_since(start);
+        if active.as_secs_f64() < limit as f64 {
+            continue;
+        }
+        let msg = "Pod was active on the node longer than the specified deadline";
+        {
+            let mut st = rt.state.lock().expect("state lock");
+            if st.failed.is_none() {
+                st.failed = Some(("DeadlineExceeded".into(), msg.into()));
+            }
+        }
+        kl.pod_event(rt, None, "Normal", "DeadlineExceeded", msg);
+        rt.halted.cancel();
+        rt.touch();
+        return;
+    }
+}
+
 /// Why a sandbox cannot be created on this node, if it cannot.
-fn sandbox_error(os: Os, pod: &Pod) -> Option<String> {
+fn sandbox_error(os: Os, pod: &Pod, host_network_allowed: bool) -> Option<String> {
     let spec = pod.spec.clone().unwrap_or_default();
     let host_process = spec
         .security_context
@@ -894,7 +966,7 @@ fn sandbox_error(os: Os, pod: &Pod) -> Option<String> {
         .unwrap_or(false);
     // Windows: hostNetwork needs a HostProcess pod (source: "Windows containers in Kubernetes",
     // networking limitations; HostProcess pods may use it since 1.26, today's behaviour).
-    if spec.host_network.unwrap_or(false) && !os.supports_host_network() && !host_process {
+    if spec.host_network.unwrap_or(false) && !os.supports_host_network() && !host_process && !host_network_allowed {
         return Some("hostNetwork is not supported for non-HostProcess pods on Windows nodes".into());
     }
     if host_process {
@@ -909,13 +981,15 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
     let sandbox_id = format!("{:064x}", rand::random::<u128>());
     let mut n = 0;
     loop {
-        if rt.deleting.is_cancelled() {
+        if rt.halted.is_cancelled() {
             return;
         }
         let pod = rt.pod();
-        let err = sandbox_error(kl.cfg.os, &pod).or_else(|| match PodDns::for_pod(&pod, kl.cfg.os, kl.cfg.block) {
-            Err(e @ crate::sim::node::dns::DnsConfigError::Unsupported { .. }) => Some(e.to_string()),
-            _ => None,
+        let err = sandbox_error(kl.cfg.os, &pod, kl.net.faults().is_on("host-network-allowed")).or_else(|| {
+            match PodDns::for_pod(&pod, kl.cfg.os, kl.cfg.block) {
+                Err(e @ crate::sim::node::dns::DnsConfigError::Unsupported { .. }) => Some(e.to_string()),
+                _ => None,
+            }
         });
         let Some(msg) = err else { break };
         kl.pod_event(
@@ -926,7 +1000,7 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
             &format!("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox \"{sandbox_id}\": {msg}"),
         );
         rt.touch();
-        if !sleep_or(kl.cfg.profile.backoff(n).max(Duration::from_millis(200)), &rt.deleting).await {
+        if !sleep_or(kl.cfg.profile.backoff(n).max(Duration::from_millis(200)), &rt.halted).await {
             return;
         }
         n += 1;
@@ -956,14 +1030,25 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
     let mut n = 0;
     loop {
         let fields = pod_fields(kl, &rt.pod(), ip);
-        match PodVolumes::setup(&kl.client, &rt.pod(), kl.cfg.os, &pod_dir, &host_root, &fields).await {
+        let pod = rt.pod();
+        let setup = PodVolumes::setup(
+            &kl.client,
+            &pod,
+            kl.cfg.os,
+            &pod_dir,
+            &host_root,
+            &fields,
+            kl.net.faults(),
+        );
+        match setup.await {
             Ok(v) => {
                 rt.state.lock().expect("state lock").volumes = Some(v);
+                tokio::spawn(volume_resync(kl.clone(), rt.clone(), pod_dir.clone(), ip));
                 break;
             }
             Err(e) => {
                 kl.pod_event(rt, None, "Warning", "FailedMount", &e.to_string());
-                if !sleep_or(kl.cfg.profile.backoff(n).max(Duration::from_millis(200)), &rt.deleting).await {
+                if !sleep_or(kl.cfg.profile.backoff(n).max(Duration::from_millis(200)), &rt.halted).await {
                     return;
                 }
                 n += 1;
@@ -977,7 +1062,12 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
         .as_ref()
         .and_then(|s| s.restart_policy.clone())
         .unwrap_or_else(|| "Always".into());
+    // A kubelet with the `init-containers-skipped` fault starts the app containers at once.
+    let skip_inits = kl.net.faults().is_on("init-containers-skipped");
     for (i, c) in inits.iter().enumerate() {
+        if skip_inits {
+            break;
+        }
         let sidecar = c.restart_policy.as_deref() == Some("Always");
         if sidecar {
             tokio::spawn(supervise(kl.clone(), rt.clone(), c.clone(), true, i, "Always".into()));
@@ -1014,6 +1104,37 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
     rt.touch();
 }
 
+/// How many node status periods make one kubelet pod sync period: the real kubelet reports
+/// status every 10 s and resyncs each pod every minute (`syncFrequency`), so a profile's
+/// status period sets the sync period too (12 s in `fast`, a minute in `realistic`).
+const SYNC_PERIODS_PER_STATUS: u32 = 6;
+
+/// The periodic pod sync's volume part: every sync period, ConfigMap, Secret, downward API and
+/// projected volumes are rebuilt from the current objects and pod metadata and swapped in
+/// atomically, until the pod is deleted. This is how a ConfigMap update or a new label reaches
+/// a running container (eventually, not at once: real clusters take up to the sync period plus
+/// the object cache's TTL). The `volume-updates-stopped` fault stops it (a kubelet that never
+/// refreshes mounted contents). A failed refresh keeps the old contents and reports
+/// `FailedMount`, as the kubelet does.
+async fn volume_resync(kl: Arc<Kubelet>, rt: Arc<PodRt>, pod_dir: std::path::PathBuf, ip: Ipv4Addr) {
+    let period = kl.cfg.profile.node_status() * SYNC_PERIODS_PER_STATUS;
+    loop {
+        tokio::select! {
+            _ = rt.deleting.cancelled() => return,
+            _ = kl.cancel.cancelled() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        if kl.net.faults().is_on("volume-updates-stopped") {
+            continue;
+        }
+        let pod = rt.pod();
+        let fields = pod_fields(&kl, &pod, ip);
+        if let Err(e) = PodVolumes::resync(&kl.client, &pod, &pod_dir, &fields, kl.net.faults()).await {
+            kl.pod_event(&rt, None, "Warning", "FailedMount", &e.to_string());
+        }
+    }
+}
+
 fn pod_fields(kl: &Kubelet, pod: &Pod, ip: Ipv4Addr) -> PodFields {
     PodFields {
         pod: pod.clone(),
@@ -1044,7 +1165,7 @@ async fn supervise(kl: Arc<Kubelet>, rt: Arc<PodRt>, c: Container, init: bool, i
     let mut backoff_n = 0u32;
     let mut pull_n = 0u32;
     loop {
-        if rt.deleting.is_cancelled() {
+        if rt.halted.is_cancelled() {
             return false;
         }
         let run = match start_container(&kl, &rt, &c, init, idx).await {
@@ -1059,7 +1180,7 @@ async fn supervise(kl: Arc<Kubelet>, rt: Arc<PodRt>, c: Container, init: bool, i
                 pull_n += 1;
                 if reason == "ErrImagePull" {
                     // The kubelet shows ErrImagePull once, then ImagePullBackOff while waiting.
-                    if !sleep_or(Duration::from_millis(300).min(wait), &rt.deleting).await {
+                    if !sleep_or(Duration::from_millis(300).min(wait), &rt.halted).await {
                         return false;
                     }
                     let image = c.image.clone().unwrap_or_default();
@@ -1086,7 +1207,7 @@ async fn supervise(kl: Arc<Kubelet>, rt: Arc<PodRt>, c: Container, init: bool, i
                     rt.touch();
                 }
                 let _ = is_pull;
-                if !sleep_or(wait, &rt.deleting).await {
+                if !sleep_or(wait, &rt.halted).await {
                     return false;
                 }
                 continue;
@@ -1127,7 +1248,7 @@ async fn supervise(kl: Arc<Kubelet>, rt: Arc<PodRt>, c: Container, init: bool, i
         } else {
             run
         };
-        if rt.deleting.is_cancelled() {
+        if rt.halted.is_cancelled() {
             return false;
         }
         let restart = match policy.as_str() {
@@ -1169,7 +1290,7 @@ async fn supervise(kl: Arc<Kubelet>, rt: Arc<PodRt>, c: Container, init: bool, i
             &format!("Back-off restarting failed container {} in pod {}", c.name, rt.label()),
         );
         rt.touch();
-        if !sleep_or(wait, &rt.deleting).await {
+        if !sleep_or(wait, &rt.halted).await {
             return false;
         }
         with_ctr(&rt, init, idx, |ct| ct.restart_count += 1);
@@ -1237,7 +1358,12 @@ async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, init: bool) -> Result<Arc
         policy = "IfNotPresent".into();
     }
     let key = r.full();
-    let cached = kl.images.lock().expect("images lock").get(&key).cloned();
+    // A runtime with the `image-cache-off` fault keeps no image store: nothing is ever present.
+    let cached = if kl.net.faults().is_on("image-cache-off") {
+        None
+    } else {
+        kl.images.lock().expect("images lock").get(&key).cloned()
+    };
     let field = Some((c.name.as_str(), init));
     match (policy.as_str(), cached) {
         ("Never", None) => {
@@ -1262,9 +1388,43 @@ async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, init: bool) -> Result<Arc
         _ => {}
     }
     kl.pod_event(rt, field, "Normal", "Pulling", &format!("Pulling image \"{image}\""));
-    let creds = credential_hosts(kl, &rt.pod()).await;
+    // `pull-secrets-ignored`: the kubelet hands the runtime no credentials. `registry-auth-off`:
+    // the private registry serves everyone (it is misconfigured public).
+    let mut creds = if kl.net.faults().is_on("pull-secrets-ignored") {
+        Vec::new()
+    } else {
+        credential_hosts(kl, &rt.pod()).await
+    };
+    if kl.net.faults().is_on("registry-auth-off") {
+        creds.push(r.registry.clone());
+    }
     let started = Instant::now();
-    match registry::resolve(&image, kl.cfg.os, kl.cfg.windows_build.as_deref(), &creds) {
+    let resolved = if kl.net.faults().is_on("registry-unreachable") {
+        Err(format!(
+            "failed to pull and unpack image \"{image}\": failed to resolve reference \"{key}\": failed to do request: dial tcp {}:443: i/o timeout (registry unreachable from node {})",
+            r.registry, kl.cfg.name
+        ))
+    } else {
+        registry::resolve(&image, kl.cfg.os, kl.cfg.windows_build.as_deref(), &creds).map_err(|e| e.to_string())
+    };
+    if let Err(e) = &resolved
+        && kl.net.faults().is_on("pull-errors-hidden")
+    {
+        debug!(image, error = %e, "pull failed; hidden by the pull-errors-hidden fault");
+        return Err(StartFailure::Waiting {
+            reason: "ContainerCreating",
+            message: String::new(),
+        });
+    }
+    // The `errors-unexplained` fault: the runtime reports failures without their cause.
+    let resolved = resolved.map_err(|e| {
+        if kl.net.faults().is_on("errors-unexplained") {
+            format!("failed to pull and unpack image \"{image}\": unknown error")
+        } else {
+            e
+        }
+    });
+    match resolved {
         Ok(img) => {
             let already = kl.images.lock().expect("images lock").contains_key(&key);
             let d = if already {
@@ -1272,7 +1432,7 @@ async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, init: bool) -> Result<Arc
             } else {
                 kl.cfg.profile.pull(img.weight)
             };
-            if !sleep_or(d, &rt.deleting).await {
+            if !sleep_or(d, &rt.halted).await {
                 return Err(StartFailure::Waiting {
                     reason: "ContainerCreating",
                     message: "pod is being deleted".into(),
@@ -1301,7 +1461,7 @@ async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, init: bool) -> Result<Arc
             kl.pod_event(rt, field, "Warning", "Failed", "Error: ErrImagePull");
             Err(StartFailure::Waiting {
                 reason: "ErrImagePull",
-                message: e.to_string(),
+                message: e,
             })
         }
     }
@@ -1325,6 +1485,9 @@ fn effective_user(kl: &Kubelet, pod: &Pod, c: &Container, img: &Image) -> (Strin
     let csc = c.security_context.clone().unwrap_or_default();
     let non_root = csc.run_as_non_root.or(psc.run_as_non_root);
     match kl.cfg.os {
+        // A runtime with the `run-as-username-ignored` fault runs every container as its
+        // image's default user.
+        Os::Windows if kl.net.faults().is_on("run-as-username-ignored") => (img.default_user.clone(), non_root),
         Os::Windows => {
             let u = csc
                 .windows_options
@@ -1371,7 +1534,8 @@ async fn start_container(
         )
     };
     let (user, non_root) = effective_user(kl, &pod, c, &img);
-    if non_root == Some(true) {
+    // A kubelet with the `run-as-non-root-ignored` fault never verifies runAsNonRoot.
+    if non_root == Some(true) && !kl.net.faults().is_on("run-as-non-root-ignored") {
         let root = match kl.cfg.os {
             Os::Windows => user.eq_ignore_ascii_case("ContainerAdministrator"),
             Os::Linux => user == "root" || user == "0",
@@ -1398,13 +1562,47 @@ async fn start_container(
         .as_ref()
         .and_then(|s| s.hostname.clone())
         .unwrap_or_else(|| rt.name.clone());
-    let services = kl.services.state();
-    let env = match runtime::container_env(&kl.client, &pod, c, &fields, &services, kl.cfg.os, &hostname).await {
+    // A kubelet with the `service-env-missing` fault has no Service informer: no
+    // docker-links-style variables.
+    let services = if kl.net.faults().is_on("service-env-missing") {
+        Vec::new()
+    } else {
+        kl.services.state()
+    };
+    let faults = kl.net.faults().clone();
+    let mut env = match runtime::container_env(
+        &kl.client,
+        &pod,
+        c,
+        &fields,
+        &runtime::EnvNode {
+            services: &services,
+            os: kl.cfg.os,
+            hostname: &hostname,
+            faults: &faults,
+        },
+    )
+    .await
+    {
         Ok(e) => e,
         Err(e) => return fail_create("CreateContainerConfigError", error_chain(&e)),
     };
+    if kl.cfg.os == Os::Windows {
+        // Windows gives every process its account's USERNAME and USERPROFILE (`echo %USERNAME%`
+        // is how the upstream runAsUserName cases read the user); an account such as
+        // `NT AUTHORITY\SYSTEM` shows its name without the domain.
+        let account = user.rsplit('\\').next().unwrap_or(&user).to_string();
+        env.entry("USERPROFILE".into())
+            .or_insert_with(|| format!("C:\\Users\\{account}"));
+        env.entry("USERNAME".into()).or_insert(account);
+    }
     // Creation (CreateContainerError): OS/build mismatch, mounts, unsupported resources.
     if let Some(why) = img.create_mismatch(kl.cfg.os, kl.cfg.windows_build.as_deref()) {
+        let why = if kl.net.faults().is_on("errors-unexplained") {
+            "unknown error".to_string()
+        } else {
+            why
+        };
         return fail_create(
             "CreateContainerError",
             format!("failed to create containerd container: {why}"),
@@ -1419,6 +1617,28 @@ async fn start_container(
             );
         }
     };
+    // `linux-fields-enforced`: a Windows runtime that tries to apply Linux-only security
+    // settings instead of ignoring them (pods without spec.os.name may carry them).
+    if kl.cfg.os == Os::Windows && kl.net.faults().is_on("linux-fields-enforced") {
+        let psc = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.clone())
+            .unwrap_or_default();
+        let csc = c.security_context.clone().unwrap_or_default();
+        let linux_only = psc.se_linux_options.is_some()
+            || psc.run_as_user.is_some()
+            || psc.run_as_group.is_some()
+            || csc.se_linux_options.is_some()
+            || csc.run_as_user.is_some()
+            || csc.run_as_group.is_some();
+        if linux_only {
+            return fail_create(
+                "CreateContainerError",
+                "failed to create containerd container: SELinux options, runAsUser and runAsGroup are not supported on Windows".into(),
+            );
+        }
+    }
     if kl.cfg.os == Os::Windows {
         let res = c.resources.clone().unwrap_or_default();
         let huge = res
@@ -1434,20 +1654,14 @@ async fn start_container(
             );
         }
     }
-    let argv0 = img.argv(
-        &c.command
-            .clone()
-            .unwrap_or_default()
-            .iter()
-            .map(|s| runtime::expand_refs(s, &env))
-            .collect::<Vec<_>>(),
-        &c.args
-            .clone()
-            .unwrap_or_default()
-            .iter()
-            .map(|s| runtime::expand_refs(s, &env))
-            .collect::<Vec<_>>(),
-    );
+    let expand = |v: &Option<Vec<String>>| -> Vec<String> {
+        let v = v.clone().unwrap_or_default();
+        if faults.is_on("env-expansion-off") {
+            return v;
+        }
+        v.iter().map(|s| runtime::expand_refs(s, &env)).collect()
+    };
+    let argv0 = img.argv(&expand(&c.command), &expand(&c.args));
     let cid = format!("{:032x}{:032x}", rand::random::<u128>(), rand::random::<u128>());
     let container_dir = kl
         .cfg
@@ -1478,7 +1692,13 @@ async fn start_container(
     );
     let windows_user_unknown = kl.cfg.os == Os::Windows && !WINDOWS_USERS.iter().any(|u| u.eq_ignore_ascii_case(&user));
     // Start delay (sandbox + container start) from the profile.
-    if !sleep_or(kl.cfg.profile.start(kl.cfg.os), &rt.deleting).await {
+    // The `slow-container-starts` fault: an overloaded node where every sandbox + container
+    // start takes about a minute more.
+    let mut start_delay = kl.cfg.profile.start(kl.cfg.os);
+    if kl.net.faults().is_on("slow-container-starts") {
+        start_delay += Duration::from_secs(60);
+    }
+    if !sleep_or(start_delay, &rt.halted).await {
         return Err(StartFailure::Waiting {
             reason: "ContainerCreating",
             message: "pod is being deleted".into(),
@@ -1494,6 +1714,11 @@ async fn start_container(
         ct.logs = logs.clone();
         ct.usage = usage.clone();
         ct.base_memory = base_memory(&img);
+        // CPU counters belong to one container instance, and starting its process already
+        // costs CPU time, so even an idle container reports usageCoreNanoSeconds > 0 from its
+        // first stats read on.
+        ct.cpu_ns = Arc::new(AtomicU64::new(startup_cpu_ns(kl.cfg.os)));
+        ct.cpu_rate = Arc::new(AtomicU64::new(0));
     });
     kl.pod_event(
         rt,
@@ -1517,9 +1742,15 @@ async fn start_container(
     }
     let stop = CancellationToken::new();
     let kill = CancellationToken::new();
+    // A runtime with the `logs-lost` fault never records container output.
     let out = {
         let logs = logs.clone();
-        Output::new(move |s, d| logs.write(s, d))
+        let lost = kl.net.faults().is_on("logs-lost");
+        Output::new(move |s, d| {
+            if !lost {
+                logs.write(s, d)
+            }
+        })
     };
     let cwd = c.working_dir.clone().unwrap_or_else(|| "/".into());
     let ctx = Ctx {
@@ -1547,19 +1778,19 @@ async fn start_container(
     };
     let started_at = jiff::Timestamp::now();
     let mut task = tokio::spawn(programs::run(ctx.clone(), argv0, None));
+    // The process runs (exec and termination can reach it), but as in the kubelet the container
+    // is reported Running only once its postStart hook has returned (the pod worker is blocked
+    // in the hook until then).
     with_ctr(rt, init, idx, |ct| {
-        ct.state = CState::Running { started_at };
         ct.exec = Some(ctx.clone());
         ct.run_stop = Some(stop.clone());
         ct.run_kill = Some(kill.clone());
         ct.ready = false;
-        ct.started = c.startup_probe.is_none();
-        ct.ready = !init && c.readiness_probe.is_none() && c.startup_probe.is_none();
     });
     kl.pod_event(rt, field, "Normal", "Started", &format!("Started container {}", c.name));
-    rt.touch();
-    // postStart hook.
+    // postStart hook (a kubelet with the `hooks-ignored` fault never runs it).
     if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.clone())
+        && !kl.net.faults().is_on("hooks-ignored")
         && let Err(msg) = run_handler(kl, &ctx, &h, c).await
     {
         kl.pod_event(rt, field, "Warning", "FailedPostStartHook", &msg);
@@ -1572,8 +1803,15 @@ async fn start_container(
         );
         stop.cancel();
     }
+    let probes_ignored = kl.net.faults().is_on("probes-ignored");
+    with_ctr(rt, init, idx, |ct| {
+        ct.state = CState::Running { started_at };
+        ct.started = c.startup_probe.is_none() || probes_ignored;
+        ct.ready = !init && (probes_ignored || (c.readiness_probe.is_none() && c.startup_probe.is_none()));
+    });
+    rt.touch();
     let probes = CancellationToken::new();
-    if !init {
+    if !init && !probes_ignored {
         spawn_probes(
             kl.clone(),
             rt.clone(),
@@ -1599,11 +1837,18 @@ async fn start_container(
     };
     logs.close();
     let finished = jiff::Timestamp::now();
+    let message = termination_message(kl, &ctx, c, code, &logs);
+    // A runtime with the `exit-codes-lost` fault reports every exit as a clean one.
+    let code = if kl.net.faults().is_on("exit-codes-lost") {
+        0
+    } else {
+        code
+    };
     with_ctr(rt, init, idx, |ct| {
         ct.state = CState::Terminated {
             exit_code: code,
             reason: if code == 0 { "Completed".into() } else { "Error".into() },
-            message: None,
+            message,
             started_at: Some(started_at),
             finished_at: finished,
             container_id: format!("containerd://{cid}"),
@@ -1617,8 +1862,58 @@ async fn start_container(
     Ok(code)
 }
 
+/// The kubelet's cap on a termination message read from the file (4096 bytes).
+const MAX_TERMINATION_MESSAGE_BYTES: usize = 4096;
+/// How much log tail `FallbackToLogsOnError` uses: the last 80 lines, at most 2048 bytes.
+const FALLBACK_LOG_LINES: usize = 80;
+const FALLBACK_LOG_BYTES: usize = 2048;
+
+/// The `state.terminated.message` of a finished run, as the kubelet fills it: the contents of
+/// `terminationMessagePath` (default `/dev/termination-log`), or — under
+/// `terminationMessagePolicy: FallbackToLogsOnError`, when that file is empty and the container
+/// failed — the tail of its log. A kubelet with the `termination-message-lost` fault reports none.
+fn termination_message(kl: &Kubelet, ctx: &Ctx, c: &Container, code: i32, logs: &LogBuffer) -> Option<String> {
+    if kl.net.faults().is_on("termination-message-lost") {
+        return None;
+    }
+    let path = c
+        .termination_message_path
+        .clone()
+        .unwrap_or_else(|| "/dev/termination-log".into());
+    let mut from_file = ctx.fs.read(&path).unwrap_or_default();
+    from_file.truncate(MAX_TERMINATION_MESSAGE_BYTES);
+    if !from_file.is_empty() {
+        return Some(String::from_utf8_lossy(&from_file).into_owned());
+    }
+    let any_exit = kl.net.faults().is_on("fallback-to-logs-always");
+    if (code == 0 && !any_exit) || c.termination_message_policy.as_deref() != Some("FallbackToLogsOnError") {
+        return None;
+    }
+    let text = log_text(&logs.since(0), false);
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(FALLBACK_LOG_LINES)..].join("\n");
+    let mut start = tail.len().saturating_sub(FALLBACK_LOG_BYTES);
+    while !tail.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = &tail[start..];
+    (!tail.is_empty()).then(|| tail.to_string())
+}
+
 fn mounts_with_defaults(m: Vec<Mount>) -> Vec<Mount> {
     m
+}
+
+/// CPU time a container's process start takes, in nanoseconds: a Windows container's start
+/// (its own session, services and the entrypoint) costs tens of milliseconds of CPU, a Linux
+/// one a few.
+fn startup_cpu_ns(os: Os) -> u64 {
+    let ms = match os {
+        Os::Windows => rand::random_range(30..80),
+        Os::Linux => rand::random_range(3..12),
+    };
+    ms * 1_000_000
 }
 
 fn base_memory(img: &Image) -> u64 {
@@ -1693,6 +1988,14 @@ async fn run_handler(
 ) -> Result<(), String> {
     if let Some(e) = &h.exec {
         let argv = e.command.clone().unwrap_or_default();
+        if kl.net.faults().is_on("exec-broken") {
+            return Err(format!(
+                "Exec lifecycle hook ({argv:?}) for Container \"{}\" in Pod \"{}\" failed - error: {}",
+                c.name,
+                ctx.pod.name,
+                "rpc error: code = Unknown desc = failed to exec in container: the runtime's exec is broken (exec-broken fault)"
+            ));
+        }
         let (out, buf) = Output::capture();
         let sub = Ctx {
             out,
@@ -1791,6 +2094,9 @@ async fn probe_once(kl: &Kubelet, ctx: &Ctx, p: &Probe, c: &Container) -> Result
     };
     if let Some(e) = &p.exec {
         let argv = e.command.clone().unwrap_or_default();
+        if kl.net.faults().is_on("exec-broken") {
+            return Err("rpc error: code = Unknown desc = failed to exec in container: the runtime's exec is broken (exec-broken fault)".into());
+        }
         if argv.first().and_then(|a| programs::find(a, &ctx.image)).is_none() {
             return Err(programs::not_found_message(
                 argv.first().map_or("", String::as_str),
@@ -2052,7 +2358,9 @@ async fn terminate(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
             .enumerate()
             .map(|(i, c)| (true, i, c))
             .chain(st.main.iter().enumerate().map(|(i, c)| (false, i, c)))
-            .filter(|(_, _, c)| c.state.is_running())
+            // A container whose postStart hook is still running is not reported Running yet,
+            // but its process is: it has a stop token.
+            .filter(|(_, _, c)| c.state.is_running() || c.run_stop.is_some())
             .map(|(init, i, c)| {
                 (
                     init,
@@ -2085,6 +2393,7 @@ async fn terminate(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
         waits.push(tokio::spawn(async move {
             if let (Some(c), Some(ctx)) = (&c, &ctx)
                 && let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone())
+                && !kl2.net.faults().is_on("hooks-ignored")
             {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(left, run_handler(&kl2, ctx, &h, c)).await {
@@ -2114,7 +2423,10 @@ async fn terminate(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
     loop {
         let any_running = {
             let st = rt.state.lock().expect("state lock");
-            st.init.iter().chain(st.main.iter()).any(|c| c.state.is_running())
+            st.init
+                .iter()
+                .chain(st.main.iter())
+                .any(|c| c.state.is_running() || c.run_stop.is_some())
         };
         if !any_running || Instant::now() > until {
             break;
@@ -2264,6 +2576,11 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
         "containerStatuses": statuses,
         "qosClass": qos_class(&pod),
     });
+    // A kubelet with the `host-ip-unreported` fault (no usable --node-ip) reports no host IP.
+    if kl.net.faults().is_on("host-ip-unreported") {
+        status["hostIP"] = serde_json::Value::Null;
+        status["hostIPs"] = serde_json::Value::Null;
+    }
     if !init_statuses.is_empty() {
         status["initContainerStatuses"] = serde_json::to_value(&init_statuses).unwrap_or_default();
     }
@@ -2387,6 +2704,9 @@ impl Kubelet {
             pod: pod.into(),
             container: container.into(),
         })?;
+        if self.net.faults().is_on("exec-broken") {
+            return Err(ExecError::NotFound("rpc error: code = Unknown desc = failed to exec in container: the runtime's exec is broken (exec-broken fault)".into()));
+        }
         let a0 = argv.first().cloned().unwrap_or_default();
         if programs::find(&a0, &ctx.image).is_none() {
             let msg = match self.cfg.os {
@@ -2458,8 +2778,9 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert!(sandbox_error(Os::Windows, &pod).unwrap().contains("hostNetwork"));
-        assert!(sandbox_error(Os::Linux, &pod).is_none());
+        assert!(sandbox_error(Os::Windows, &pod, false).unwrap().contains("hostNetwork"));
+        assert!(sandbox_error(Os::Windows, &pod, true).is_none());
+        assert!(sandbox_error(Os::Linux, &pod, false).is_none());
     }
 
     #[test]

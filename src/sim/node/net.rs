@@ -224,6 +224,12 @@ impl Dialer {
                 why: format!("pod network of node {node} is blackholed"),
             });
         }
+        if src.is_pod && ip == self.block.outside() && self.faults.is_on("external-unreachable") {
+            return Err(NetError::Dropped {
+                dst: dst.into(),
+                why: "traffic from pods to the outside world is dropped (external-unreachable)".into(),
+            });
+        }
         if src.is_pod
             && let Some(node) = &src.node
             && Some(ip) != src.ip
@@ -242,6 +248,15 @@ impl Dialer {
             }
         }
         Ok(())
+    }
+
+    /// Routes `dst` for `src` and applies the fault switches, for forwarders (kube-proxy's UDP
+    /// path) that open their own sockets: the loopback address to send to, or why the
+    /// traffic is refused or dropped.
+    pub fn admit(&self, src: &Source, dst: SocketAddr) -> Result<Ipv4Addr, NetError> {
+        let ip = self.route(src, dst.ip())?;
+        self.check_faults(src, SocketAddrV4::new(ip, dst.port()))?;
+        Ok(ip)
     }
 
     /// Opens a TCP connection from `src` to `dst` (after routing), within [`DIAL_TIMEOUT`].
@@ -338,17 +353,21 @@ impl Dialer {
         let Ok(target) = self.route(src, dst) else {
             return PingOutcome::NoReply;
         };
+        if let (true, Some(node)) = (src.is_pod, &src.node)
+            && self.faults.is_blackholed(node)
+            && Some(target) != src.ip
+        {
+            return PingOutcome::NoReply;
+        }
         if outside {
-            return if src.os.icmp_leaves_cluster() {
+            let dropped = src.is_pod && self.faults.is_on("external-unreachable");
+            return if src.os.icmp_leaves_cluster() && !dropped {
                 PingOutcome::Reply
             } else {
                 PingOutcome::NoReply
             };
         }
-        if let (true, Some(node)) = (src.is_pod, &src.node)
-            && self.faults.is_blackholed(node)
-            && Some(target) != src.ip
-        {
+        if self.dst_blackholed(target).is_some() && Some(target) != src.ip {
             return PingOutcome::NoReply;
         }
         let live = self.live.read().expect("live lock");

@@ -2,8 +2,10 @@
 //! the cluster (egress cases, `MODELLED_EXTERNAL_IPS`, [`crate::sim::addr::EXTERNAL_NAME`]).
 //!
 //! It serves HTTP on [`HTTP_PORTS`] (`/hostname` and `/` answer [`HOSTNAME`], `/echo?msg=`,
-//! `/clientip`), a TCP echo and a UDP echo on [`ECHO_PORT`], and a netexec-style UDP server on
-//! [`UDP_PORT`] (`hostname`, `echo <msg>`).
+//! `/clientip`), a TCP echo and a UDP echo on [`ECHO_PORT`], and a netexec-style UDP server
+//! (`hostname`, `echo <msg>`, `clientip`) on [`UDP_PORT`] and on every HTTP port: the
+//! `--external-endpoint HOST:PORT` the simulator hands the egress cases is one endpoint for
+//! both protocols, as the TCP and UDP egress cases expect.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -66,16 +68,21 @@ pub async fn start(block: AddressBlock, cancel: CancellationToken) -> Result<(),
             port: ECHO_PORT,
             source,
         })?;
-    serve_udp(ip, UDP_PORT, cancel.clone(), |t, peer| {
-        let t = t.trim().to_ascii_lowercase();
-        match t.as_str() {
-            "hostname" => Some(HOSTNAME.to_string()),
-            "clientip" => Some(peer.to_string()),
-            _ => t.strip_prefix("echo ").map(str::to_string),
-        }
-    })
-    .await
-    .map_err(|source| OutsideError { port: UDP_PORT, source })?;
+    for port in std::iter::once(UDP_PORT).chain(HTTP_PORTS) {
+        serve_udp(ip, port, cancel.clone(), |t, peer| {
+            let t = t.trim();
+            match t.to_ascii_lowercase().as_str() {
+                "hostname" => Some(HOSTNAME.to_string()),
+                "clientip" => Some(peer.to_string()),
+                _ => t
+                    .get(..5)
+                    .filter(|p| p.eq_ignore_ascii_case("echo "))
+                    .map(|_| t[5..].to_string()),
+            }
+        })
+        .await
+        .map_err(|source| OutsideError { port, source })?;
+    }
     let echo = TcpListener::bind((ip, ECHO_PORT))
         .await
         .map_err(|source| OutsideError {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::sim::node::net::{SimNet, Source};
+use crate::sim::node::net::{NetError, SimNet, Source};
 
 /// A listener key: address, port, protocol.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -40,6 +40,54 @@ struct Target {
     target_port: Option<u16>,
     /// The node whose NodePort this is (None for ClusterIPs).
     node: Option<String>,
+    /// `sessionAffinity: ClientIP` and its idle timeout.
+    affinity: Option<Duration>,
+}
+
+/// kube-proxy's default `sessionAffinityConfig.clientIP.timeoutSeconds` (3 hours).
+const DEFAULT_AFFINITY_TIMEOUT: Duration = Duration::from_secs(10800);
+
+/// A Service port (namespace, name, port name) and a client address.
+type AffinityKey = (String, String, Option<String>, IpAddr);
+
+/// Which endpoint each client address of a Service port was sent to, and when last.
+#[derive(Debug, Default)]
+struct Affinity {
+    table: Mutex<HashMap<AffinityKey, (SocketAddr, Instant)>>,
+}
+
+/// How a listener picks an endpoint: round robin, honouring session affinity.
+#[derive(Debug, Default)]
+struct Balancer {
+    rr: AtomicUsize,
+    affinity: Affinity,
+}
+
+impl Balancer {
+    /// The endpoint for a connection of `client` to `t`: the one `client` is pinned to while
+    /// it is still an endpoint and the affinity has not timed out, else the next in turn.
+    fn pick(&self, net: &SimNet, t: &Target, eps: &[SocketAddr], client: IpAddr) -> Option<SocketAddr> {
+        if eps.is_empty() {
+            return None;
+        }
+        let timeout = t.affinity.filter(|_| !net.faults().is_on("session-affinity-ignored"));
+        let Some(timeout) = timeout else {
+            return Some(eps[self.rr.fetch_add(1, Ordering::Relaxed) % eps.len()]);
+        };
+        let key = (t.namespace.clone(), t.service.clone(), t.port_name.clone(), client);
+        let now = Instant::now();
+        let mut table = self.affinity.table.lock().expect("affinity lock");
+        if let Some((ep, last)) = table.get(&key).copied()
+            && now.duration_since(last) <= timeout
+            && eps.contains(&ep)
+        {
+            table.insert(key, (ep, now));
+            return Some(ep);
+        }
+        let ep = eps[self.rr.fetch_add(1, Ordering::Relaxed) % eps.len()];
+        table.insert(key, (ep, now));
+        Some(ep)
+    }
 }
 
 /// The stores kube-proxy reads.
@@ -61,7 +109,7 @@ struct Listener {
 /// Runs kube-proxy until `cancel`; `changed` is notified on every store change.
 pub async fn run(net: SimNet, stores: ProxyStores, changed: Arc<Notify>, cancel: CancellationToken) {
     let mut active: HashMap<Key, Listener> = HashMap::new();
-    let rr = Arc::new(AtomicUsize::new(0));
+    let rr = Arc::new(Balancer::default());
     loop {
         let desired = desired(&net, &stores);
         active.retain(|k, l| {
@@ -144,6 +192,14 @@ fn desired(net: &SimNet, stores: &ProxyStores) -> HashMap<Key, Target> {
                     _ => None,
                 },
                 node: None,
+                affinity: (spec.session_affinity.as_deref() == Some("ClientIP")).then(|| {
+                    spec.session_affinity_config
+                        .as_ref()
+                        .and_then(|c| c.client_ip.as_ref())
+                        .and_then(|c| c.timeout_seconds)
+                        .and_then(|t| u64::try_from(t).ok())
+                        .map_or(DEFAULT_AFFINITY_TIMEOUT, Duration::from_secs)
+                }),
             };
             let Ok(port) = u16::try_from(p.port) else { continue };
             if let Some(ip) = cluster_ip
@@ -214,13 +270,6 @@ fn endpoints(stores: &ProxyStores, t: &Target) -> Vec<SocketAddr> {
     out
 }
 
-fn pick(eps: &[SocketAddr], rr: &AtomicUsize) -> Option<SocketAddr> {
-    if eps.is_empty() {
-        return None;
-    }
-    Some(eps[rr.fetch_add(1, Ordering::Relaxed) % eps.len()])
-}
-
 /// The source a forwarded connection uses: the client for ClusterIPs, the node for NodePorts.
 fn forward_source(client: SocketAddr, listen_ip: Ipv4Addr, t: &Target) -> Source {
     let ip = match (t.node.is_some(), client.ip()) {
@@ -241,7 +290,7 @@ async fn serve_tcp(
     stores: &ProxyStores,
     k: &Key,
     target: Arc<Mutex<Target>>,
-    rr: Arc<AtomicUsize>,
+    rr: Arc<Balancer>,
     stop: CancellationToken,
 ) -> bool {
     let listener = match TcpListener::bind((k.ip, k.port)).await {
@@ -267,7 +316,7 @@ async fn serve_tcp(
                 drop(conn);
                 continue;
             }
-            let Some(ep) = pick(&endpoints(&stores, &t), &rr) else {
+            let Some(ep) = rr.pick(&net, &t, &endpoints(&stores, &t), client.ip()) else {
                 // iptables mode: REJECT for a Service without endpoints.
                 reject(&conn);
                 drop(conn);
@@ -278,6 +327,12 @@ async fn serve_tcp(
                 let src = forward_source(client, listen_ip, &t);
                 let mut up = match net.dialer().tcp(&src, ep).await {
                     Ok(s) => s,
+                    Err(e @ (NetError::Dropped { .. } | NetError::TimedOut { .. })) => {
+                        // The DNATed SYN is lost: the client sees no answer, not a reset.
+                        debug!(%ep, error = %e, "kube-proxy upstream dial dropped");
+                        hold_silent(conn).await;
+                        return;
+                    }
                     Err(e) => {
                         debug!(%ep, error = %e, "kube-proxy upstream dial failed");
                         reject(&conn);
@@ -291,12 +346,27 @@ async fn serve_tcp(
     true
 }
 
+/// Keeps a client connection open without answering until the client gives up (or a minute
+/// passes), as a connection whose packets are dropped beyond the proxy looks to the client.
+async fn hold_silent(mut conn: tokio::net::TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(n) = conn.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
 async fn serve_udp(
     net: &SimNet,
     stores: &ProxyStores,
     k: &Key,
     target: Arc<Mutex<Target>>,
-    rr: Arc<AtomicUsize>,
+    rr: Arc<Balancer>,
     stop: CancellationToken,
 ) -> bool {
     let sock = match UdpSocket::bind((k.ip, k.port)).await {
@@ -325,11 +395,12 @@ async fn serve_udp(
             let up = match existing {
                 Some(u) => u,
                 None => {
-                    let Some(ep) = pick(&endpoints(&stores, &t), &rr) else {
+                    let Some(ep) = rr.pick(&net, &t, &endpoints(&stores, &t), client.ip()) else {
                         continue;
                     };
                     let src = forward_source(client, listen_ip, &t);
-                    let Ok(target_ip) = net.dialer().route(&src, ep.ip()) else {
+                    // A dropped path (a blackholed endpoint) loses the datagram.
+                    let Ok(target_ip) = net.dialer().admit(&src, ep) else {
                         continue;
                     };
                     let bind = SocketAddr::new(IpAddr::V4(src.ip.unwrap_or(listen_ip)), 0);
@@ -371,4 +442,74 @@ async fn serve_udp(
 /// Logs the proxy start (kept separate so the network module stays declarative).
 pub fn announce(net: &SimNet) {
     info!(block = net.block().0, "kube-proxy started");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::addr::AddressBlock;
+    use crate::sim::faults::Faults;
+
+    fn net(faults: &str) -> SimNet {
+        let any: SocketAddr = "127.0.0.1:53".parse().unwrap();
+        SimNet::new(AddressBlock(205), Arc::new(Faults::parse(faults).unwrap()), any, any)
+    }
+
+    fn target(affinity: Option<Duration>) -> Target {
+        Target {
+            namespace: "ns".into(),
+            service: "svc".into(),
+            port_name: Some("http".into()),
+            target_port: None,
+            node: None,
+            affinity,
+        }
+    }
+
+    #[test]
+    fn client_ip_affinity_pins_a_client_to_one_endpoint() {
+        let eps: Vec<SocketAddr> = vec![
+            "127.205.16.2:8080".parse().unwrap(),
+            "127.205.16.3:8080".parse().unwrap(),
+        ];
+        let (a, b): (IpAddr, IpAddr) = ("127.205.16.9".parse().unwrap(), "127.205.16.10".parse().unwrap());
+        let net = net("");
+        let balancer = Balancer::default();
+        let pinned = target(Some(DEFAULT_AFFINITY_TIMEOUT));
+        let first = balancer.pick(&net, &pinned, &eps, a).unwrap();
+        assert!((0..10).all(|_| balancer.pick(&net, &pinned, &eps, a) == Some(first)));
+        // Another client is balanced on its own; without affinity every endpoint is used.
+        assert!(balancer.pick(&net, &pinned, &eps, b).is_some());
+        let spread: std::collections::HashSet<_> = (0..4)
+            .filter_map(|_| balancer.pick(&net, &target(None), &eps, a))
+            .collect();
+        assert_eq!(spread.len(), 2);
+        // A pinned endpoint that left the Service is replaced.
+        let other = eps.iter().copied().find(|e| *e != first).unwrap();
+        assert_eq!(balancer.pick(&net, &pinned, &[other], a), Some(other));
+    }
+
+    #[test]
+    fn affinity_expires_and_can_be_ignored() {
+        let eps: Vec<SocketAddr> = vec![
+            "127.205.16.2:8080".parse().unwrap(),
+            "127.205.16.3:8080".parse().unwrap(),
+        ];
+        let a: IpAddr = "127.205.16.9".parse().unwrap();
+        let balancer = Balancer::default();
+        let short = target(Some(Duration::ZERO));
+        let seen: std::collections::HashSet<_> = (0..4)
+            .filter_map(|_| {
+                std::thread::sleep(Duration::from_millis(2));
+                balancer.pick(&net(""), &short, &eps, a)
+            })
+            .collect();
+        assert_eq!(seen.len(), 2, "an expired affinity balances again");
+        let ignored = net("session-affinity-ignored");
+        let pinned = target(Some(DEFAULT_AFFINITY_TIMEOUT));
+        let seen: std::collections::HashSet<_> = (0..4)
+            .filter_map(|_| balancer.pick(&ignored, &pinned, &eps, a))
+            .collect();
+        assert_eq!(seen.len(), 2);
+    }
 }

@@ -435,6 +435,21 @@ pub fn service_env(services: &[std::sync::Arc<Service>]) -> BTreeMap<String, Str
     env
 }
 
+/// What the node contributes to a container's environment: the Services it knows (for the
+/// docker-links variables), its OS (default variables), the pod's hostname, and the fault
+/// switches that break env handling.
+#[derive(Clone, Copy)]
+pub struct EnvNode<'a> {
+    /// Services visible to the kubelet.
+    pub services: &'a [std::sync::Arc<Service>],
+    /// The node's OS.
+    pub os: Os,
+    /// The pod's hostname.
+    pub hostname: &'a str,
+    /// The cluster's fault switches.
+    pub faults: &'a crate::sim::faults::Faults,
+}
+
 /// Builds a container's environment: service links (when enabled), then envFrom, then env, with
 /// `$(VAR)` expansion, as the kubelet orders them.
 pub async fn container_env(
@@ -442,10 +457,18 @@ pub async fn container_env(
     pod: &Pod,
     c: &Container,
     fields: &PodFields,
-    services: &[std::sync::Arc<Service>],
-    os: Os,
-    hostname: &str,
+    node: &EnvNode<'_>,
 ) -> Result<BTreeMap<String, String>, ConfigError> {
+    // Faults: a kubelet that passes `$(VAR)` references through unexpanded, or one that
+    // resolves no downward API values (fieldRef / resourceFieldRef come out empty).
+    let EnvNode {
+        services,
+        os,
+        hostname,
+        faults,
+    } = *node;
+    let expand = !faults.is_on("env-expansion-off");
+    let downward = !faults.is_on("downward-env-missing");
     let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
     let spec = pod.spec.clone().unwrap_or_default();
     let mut env = BTreeMap::new();
@@ -513,9 +536,11 @@ pub async fn container_env(
     }
     for e in c.env.iter().flatten() {
         let value = if let Some(v) = &e.value {
-            expand_refs(v, &env)
+            if expand { expand_refs(v, &env) } else { v.clone() }
         } else if let Some(src) = &e.value_from {
-            if let Some(f) = &src.field_ref {
+            if !downward && (src.field_ref.is_some() || src.resource_field_ref.is_some()) {
+                String::new()
+            } else if let Some(f) = &src.field_ref {
                 fields.field(&f.field_path)?
             } else if let Some(r) = &src.resource_field_ref {
                 let cname = r.container_name.clone().or_else(|| Some(c.name.clone()));

@@ -244,8 +244,12 @@ async fn hostname_handler(State(s): State<Netexec>) -> String {
     s.ctx.pod.hostname.clone()
 }
 
-async fn echo_handler(Query(q): Query<HashMap<String, String>>) -> Response {
+/// `/echo?msg=&code=`: logs the request as upstream netexec does (`GET /echo?msg=…&code=…`),
+/// which is how lifecycle-hook cases see that a hook reached the handler pod.
+async fn echo_handler(State(s): State<Netexec>, Query(q): Query<HashMap<String, String>>) -> Response {
     let msg = q.get("msg").cloned().unwrap_or_default();
+    let code = q.get("code").cloned().unwrap_or_default();
+    s.ctx.out.line(&format!("GET /echo?msg={msg}&code={code}"));
     match q.get("code").filter(|c| !c.is_empty()) {
         Some(c) => match c.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
             Some(code) => (code, msg).into_response(),
@@ -327,33 +331,29 @@ async fn dial_handler(State(s): State<Netexec>, Query(q): Query<HashMap<String, 
             .into_response();
     };
     let ctx = &s.ctx;
-    let ip: IpAddr = match host.parse() {
-        Ok(ip) => ip,
-        Err(_) => {
-            let resolved = match &ctx.pod.dns {
-                Ok(d) => dns::resolve(d, &ctx.net, &ctx.source(), &host)
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.clone()),
-            };
-            match resolved {
-                Ok(r) => IpAddr::V4(r.addrs[0]),
-                Err(e) => {
-                    return (
-                        StatusCode::BAD_REQUEST,
-                        format!("host and/or port param are invalid. lookup {host}: {e}\n"),
-                    )
-                        .into_response();
-                }
+    // Upstream resolves a UDP target once, before any try (`net.ResolveUDPAddr`, 400 when it
+    // fails); an HTTP target is resolved by every try's dial, so a name that does not resolve
+    // is a failed try (417 with the lookup error), not a bad request.
+    let udp_ip = if protocol == "udp" {
+        match lookup(ctx, &host).await {
+            Ok(ip) => Some(ip),
+            Err(e) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("host and/or port param are invalid. lookup {host}: {e}\n"),
+                )
+                    .into_response();
             }
         }
+    } else {
+        None
     };
-    let addr = SocketAddr::new(ip, port_n);
     let mut responses = Vec::new();
     let mut errors = Vec::new();
     let mut last_ok = false;
     for _ in 0..tries {
-        let r = if protocol == "udp" {
+        let r = if let Some(ip) = udp_ip {
+            let addr = SocketAddr::new(ip, port_n);
             ctx.net
                 .dialer()
                 .udp_request(&ctx.source(), addr, request.as_bytes(), Duration::from_secs(5))
@@ -361,18 +361,26 @@ async fn dial_handler(State(s): State<Netexec>, Query(q): Query<HashMap<String, 
                 .map(|b| String::from_utf8_lossy(&b).to_string())
                 .map_err(|e| format!("reading from udp connection failed. err:'{e}'"))
         } else {
-            http::get(
-                ctx.net.dialer(),
-                &ctx.source(),
-                addr,
-                &addr.to_string(),
-                &format!("/{request}"),
-                &[],
-                Duration::from_secs(5),
-            )
-            .await
-            .map(|r| String::from_utf8_lossy(&r.body).to_string())
-            .map_err(|e| crate::sim::node::error_chain(&e))
+            match lookup(ctx, &host).await {
+                Ok(ip) => {
+                    let addr = SocketAddr::new(ip, port_n);
+                    http::get(
+                        ctx.net.dialer(),
+                        &ctx.source(),
+                        addr,
+                        &format!("{host}:{port_n}"),
+                        &format!("/{request}"),
+                        &[],
+                        Duration::from_secs(5),
+                    )
+                    .await
+                    .map(|r| String::from_utf8_lossy(&r.body).to_string())
+                    .map_err(|e| crate::sim::node::error_chain(&e))
+                }
+                Err(e) => Err(format!(
+                    "Get \"http://{host}:{port_n}/{request}\": dial tcp: lookup {host}: {e}"
+                )),
+            }
         };
         match r {
             Ok(v) => {
@@ -398,6 +406,20 @@ async fn dial_handler(State(s): State<Netexec>, Query(q): Query<HashMap<String, 
         StatusCode::EXPECTATION_FAILED
     };
     (status, serde_json::Value::Object(m).to_string()).into_response()
+}
+
+/// Resolves `host` (an IP or a name) as the pod's resolver would.
+async fn lookup(ctx: &Ctx, host: &str) -> Result<IpAddr, String> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    match &ctx.pod.dns {
+        Ok(d) => dns::resolve(d, &ctx.net, &ctx.source(), host)
+            .await
+            .map(|r| IpAddr::V4(r.addrs[0]))
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.clone()),
+    }
 }
 
 async fn serve_hostname(ctx: Ctx, args: Vec<String>) -> i32 {
@@ -502,11 +524,28 @@ async fn test_webserver(ctx: Ctx, args: Vec<String>) -> i32 {
             return 1;
         }
     };
+    // Upstream test-webserver is `http.FileServer(http.Dir("/"))`: files are served, and a
+    // directory (`/` included, which the probe cases hit) answers 200 with a listing.
     let fs = ctx.fs.clone();
     let router = Router::new().fallback(move |uri: axum::http::Uri| {
         let fs = fs.clone();
         async move {
-            match fs.read(uri.path()) {
+            let path = uri.path();
+            if fs.stat(path) == Some(true) {
+                return match fs.list(path) {
+                    Ok(entries) => {
+                        let mut body = String::from("<pre>\n");
+                        for e in entries {
+                            let slash = if e.is_dir { "/" } else { "" };
+                            body.push_str(&format!("<a href=\"{0}{slash}\">{0}{slash}</a>\n", e.name));
+                        }
+                        body.push_str("</pre>\n");
+                        (StatusCode::OK, [("Content-Type", "text/html; charset=utf-8")], body).into_response()
+                    }
+                    Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "500 Internal Server Error\n").into_response(),
+                };
+            }
+            match fs.read(path) {
                 Ok(b) => (StatusCode::OK, b).into_response(),
                 Err(_) => (StatusCode::NOT_FOUND, "404 page not found\n").into_response(),
             }

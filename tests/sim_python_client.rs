@@ -1,0 +1,59 @@
+//! The official Python Kubernetes client (PyPI `kubernetes`) against the whole simulated
+//! cluster, with only the kubeconfig it writes: the second real client the simulator is
+//! checked with, next to kubectl. The checks live in `tests/python_client_check.py`.
+//!
+//! `.ci/run` installs the package; without it the test fails under CI (`CI` set) and is
+//! skipped, saying why, elsewhere.
+
+use std::path::Path;
+use std::process::Command;
+
+use crossconf::sim::{SimCluster, SimConfig};
+
+/// Whether `python3` can import the `kubernetes` package.
+fn python_client_available() -> bool {
+    Command::new("python3")
+        .args(["-c", "import kubernetes"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn python_kubernetes_client_drives_the_simulated_cluster() {
+    if !python_client_available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but the Python `kubernetes` package is missing (python3 -m pip install kubernetes; .ci/run does this)"
+        );
+        println!("skipped: the Python `kubernetes` package is not installed (python3 -m pip install kubernetes)");
+        return;
+    }
+    let sim = SimCluster::start(SimConfig::default())
+        .await
+        .expect("the simulator starts");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, sim.kubeconfig_yaml()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python_client_check.py");
+    let home = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .arg(&script)
+            .arg(&kubeconfig)
+            .env_remove("KUBECONFIG")
+            .env("HOME", home)
+            .output()
+            .expect("python3 runs")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "python_client_check.py failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
+    sim.shutdown().await;
+}
