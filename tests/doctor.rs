@@ -3,6 +3,11 @@
 //! joined with the sig-windows-tools guide does), and FAIL with exit 1 on the DNS row once the
 //! cluster DNS Service is gone.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test paces a real server or process with short sleeps"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -6,6 +6,11 @@
 //!   run's id.
 //! - `CI=true run | cat`: plain progress lines, no terminal escape codes.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test paces a real server or process with short sleeps"
+)]
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -8,6 +8,11 @@
 //! events with them. A control run without `--prepull-images` shows the watch does see the
 //! pulls cases make when nothing was prepulled.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test paces a real server or process with short sleeps"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,11 @@
 //! The simulated API server against a real kube-rs client: CRUD, Status errors, auth, watch
 //! resumption and 410, selectors, patches, deletion semantics and namespace lifecycle.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test paces a real server or process with short sleeps"
+)]
+
 use std::time::Duration;
 
 use crossconf::sim::addr::AddressBlock;

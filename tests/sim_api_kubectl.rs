@@ -9,6 +9,11 @@
 //! bodies); the second to the whole simulated cluster (watch streams, rollouts, waits,
 //! describe, jobs, a namespace delete that completes).
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test paces a real server or process with short sleeps"
+)]
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

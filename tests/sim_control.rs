@@ -6,6 +6,11 @@
 //! ([`FakeKubelet`]) marks bound pods Running and Ready and confirms deletions, as a real
 //! kubelet would. Tests that need pods to stay un-started leave it out.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test paces a real server or process with short sleeps"
+)]
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;

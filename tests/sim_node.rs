@@ -4,6 +4,11 @@
 //! Each test starts its own cluster on a block in 127.160–199 derived from the process id, so
 //! test binaries and tests inside one binary can run side by side.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test paces a real server or process with short sleeps"
+)]
+
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;

@@ -4,6 +4,11 @@
 //! seen at connect time. How to reach the cluster is a [`ClusterSpec`], decided by the CLI from
 //! its flags and environment and passed down as a value.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "retry backoff and reconnect delays are real waits, not polling"
+)]
+
 mod connect;
 mod pools;
 pub mod retry;

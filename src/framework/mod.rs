@@ -35,6 +35,9 @@ pub use namespace::{CASE_LABEL, RUN_ID_LABEL, delete_namespace, label_slug, name
 pub use netexec::{DialResponse, Protocol};
 pub use pods::{ContainerBuilder, PodBuilder, pod_ip, pod_node};
 
+/// How long before the case deadline waits give up, so their own message wins the race
+/// against the executor's timeout (one watch round trip and the failure dump fit in it).
+const WAIT_MARGIN: Duration = Duration::from_millis(1500);
 /// The result of a case body.
 pub type CaseResult = Result<(), CaseError>;
 
@@ -188,9 +191,13 @@ impl Framework {
         self.deadline
     }
 
-    /// Time left before the case deadline.
+    /// Time left for waiting: the case deadline less a short margin, so a wait bounded by it
+    /// ends (and says what it waited for) before the executor's timeout cuts the case off with
+    /// a bare "timed out".
     pub fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
+        self.deadline
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(WAIT_MARGIN)
     }
 
     /// An API handle scoped to the case namespace.

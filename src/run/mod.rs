@@ -2,6 +2,11 @@
 //!
 //! It emits [`Event`]s; it never writes a report file (see [`crate::report`]).
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the suite timeout and signal escalation are deadlines, not polling"
+)]
+
 pub mod cleanup;
 pub mod doctor;
 pub mod events;

@@ -267,7 +267,7 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "slow-container-starts",
         arg: Arg::None,
-        breaks: "every sandbox + container start takes a minute longer (an overloaded node)",
+        breaks: "every sandbox + container start takes 35 s longer (an overloaded node)",
     },
     Switch {
         name: "errors-unexplained",
@@ -303,6 +303,21 @@ pub const SWITCHES: &[Switch] = &[
         name: "preemption-off",
         arg: Arg::None,
         breaks: "the scheduler never preempts lower-priority pods for a pod that does not fit",
+    },
+    Switch {
+        name: "validation-off",
+        arg: Arg::Value("config-keys|immutable"),
+        breaks: "the API server stops validating ConfigMap/Secret data keys, or lets immutable ConfigMaps/Secrets change",
+    },
+    Switch {
+        name: "config-env-missing",
+        arg: Arg::None,
+        breaks: "the kubelet drops environment variables from ConfigMaps and Secrets (configMapKeyRef, secretKeyRef, envFrom)",
+    },
+    Switch {
+        name: "pod-os-validation-off",
+        arg: Arg::None,
+        breaks: "the API server accepts Linux-only and privileged fields on pods with spec.os.name windows",
     },
 ];
 

@@ -14,6 +14,9 @@
 //!
 //! [`addr`] is the address plan every part shares; nothing is ever dialled outside 127.0.0.0/8.
 
+// The simulator models time itself (heartbeats, backoffs, scaled delays): it sleeps on purpose.
+#![expect(clippy::disallowed_methods, reason = "the simulator paces emulated time with sleeps")]
+
 pub mod addr;
 pub mod api;
 pub mod cluster;

@@ -60,7 +60,7 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
         }
         _ => {}
     }
-    reject(def, obj, validate::validate(def, obj, None))?;
+    reject(def, obj, waive(st, def, validate::validate(def, obj, None)))?;
     resource_quota(st, def, obj)
 }
 
@@ -139,7 +139,34 @@ pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value)
         }
         _ => {}
     }
-    reject(def, new, validate::validate(def, new, Some(old)))
+    reject(def, new, waive(st, def, validate::validate(def, new, Some(old))))
+}
+
+/// Drops the validation causes a fault switch turned off (an API server that lets bad objects
+/// through): `validation-off=config-keys` (ConfigMap/Secret data keys), `validation-off=immutable`
+/// (changes to an immutable ConfigMap/Secret), `pod-os-validation-off` (Linux-only fields on
+/// Windows pods).
+fn waive(st: &AppState, def: &ResourceDef, causes: Vec<Cause>) -> Vec<Cause> {
+    let faults = &st.cfg.faults;
+    if def.group.is_empty() && def.plural == "pods" && faults.is_on("pod-os-validation-off") {
+        return causes
+            .into_iter()
+            .filter(|c| !c.message.contains("for a windows pod"))
+            .collect();
+    }
+    let config = def.group.is_empty() && matches!(def.plural, "configmaps" | "secrets");
+    if !config {
+        return causes;
+    }
+    causes
+        .into_iter()
+        .filter(|c| {
+            let key = c.field.starts_with("data[") || c.field.starts_with("binaryData[");
+            let immutable = c.message.contains("immutable");
+            !(key && faults.applies_to("validation-off", "config-keys")
+                || immutable && faults.applies_to("validation-off", "immutable"))
+        })
+        .collect()
 }
 
 /// The Job selector and template labels upstream generates from the Job's uid.

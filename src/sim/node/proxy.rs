@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -56,10 +55,11 @@ struct Affinity {
     table: Mutex<HashMap<AffinityKey, (SocketAddr, Instant)>>,
 }
 
-/// How a listener picks an endpoint: round robin, honouring session affinity.
+/// How a listener picks an endpoint: at random, as kube-proxy's iptables and Windows' HNS
+/// load balancers do (a shared round-robin counter would let interleaved clients always land on
+/// the same backend), honouring session affinity.
 #[derive(Debug, Default)]
 struct Balancer {
-    rr: AtomicUsize,
     affinity: Affinity,
 }
 
@@ -72,7 +72,7 @@ impl Balancer {
         }
         let timeout = t.affinity.filter(|_| !net.faults().is_on("session-affinity-ignored"));
         let Some(timeout) = timeout else {
-            return Some(eps[self.rr.fetch_add(1, Ordering::Relaxed) % eps.len()]);
+            return Some(eps[rand::random_range(0..eps.len())]);
         };
         let key = (t.namespace.clone(), t.service.clone(), t.port_name.clone(), client);
         let now = Instant::now();
@@ -84,7 +84,7 @@ impl Balancer {
             table.insert(key, (ep, now));
             return Some(ep);
         }
-        let ep = eps[self.rr.fetch_add(1, Ordering::Relaxed) % eps.len()];
+        let ep = eps[rand::random_range(0..eps.len())];
         table.insert(key, (ep, now));
         Some(ep)
     }
@@ -480,7 +480,7 @@ mod tests {
         assert!((0..10).all(|_| balancer.pick(&net, &pinned, &eps, a) == Some(first)));
         // Another client is balanced on its own; without affinity every endpoint is used.
         assert!(balancer.pick(&net, &pinned, &eps, b).is_some());
-        let spread: std::collections::HashSet<_> = (0..4)
+        let spread: std::collections::HashSet<_> = (0..64)
             .filter_map(|_| balancer.pick(&net, &target(None), &eps, a))
             .collect();
         assert_eq!(spread.len(), 2);
@@ -498,7 +498,7 @@ mod tests {
         let a: IpAddr = "127.205.16.9".parse().unwrap();
         let balancer = Balancer::default();
         let short = target(Some(Duration::ZERO));
-        let seen: std::collections::HashSet<_> = (0..4)
+        let seen: std::collections::HashSet<_> = (0..64)
             .filter_map(|_| {
                 std::thread::sleep(Duration::from_millis(2));
                 balancer.pick(&net(""), &short, &eps, a)
@@ -507,7 +507,7 @@ mod tests {
         assert_eq!(seen.len(), 2, "an expired affinity balances again");
         let ignored = net("session-affinity-ignored");
         let pinned = target(Some(DEFAULT_AFFINITY_TIMEOUT));
-        let seen: std::collections::HashSet<_> = (0..4)
+        let seen: std::collections::HashSet<_> = (0..64)
             .filter_map(|_| balancer.pick(&ignored, &pinned, &eps, a))
             .collect();
         assert_eq!(seen.len(), 2);

@@ -469,6 +469,7 @@ pub async fn container_env(
     } = *node;
     let expand = !faults.is_on("env-expansion-off");
     let downward = !faults.is_on("downward-env-missing");
+    let config_env = !faults.is_on("config-env-missing");
     let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
     let spec = pod.spec.clone().unwrap_or_default();
     let mut env = BTreeMap::new();
@@ -501,7 +502,7 @@ pub async fn container_env(
     env.extend(service_env(&visible));
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    for from in c.env_from.iter().flatten() {
+    for from in c.env_from.iter().flatten().filter(|_| config_env) {
         let prefix = from.prefix.clone().unwrap_or_default();
         if let Some(r) = &from.config_map_ref {
             match cms
@@ -540,6 +541,8 @@ pub async fn container_env(
         } else if let Some(src) = &e.value_from {
             if !downward && (src.field_ref.is_some() || src.resource_field_ref.is_some()) {
                 String::new()
+            } else if !config_env && (src.config_map_key_ref.is_some() || src.secret_key_ref.is_some()) {
+                continue;
             } else if let Some(f) = &src.field_ref {
                 fields.field(&f.field_path)?
             } else if let Some(r) = &src.resource_field_ref {

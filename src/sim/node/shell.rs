@@ -1110,6 +1110,12 @@ impl Interp {
             let d = self.dialect;
             let cmd_builtin = d == Dialect::Cmd;
             let sh_builtin = d == Dialect::Sh;
+            // cmd.exe reads `echo.` (and `echo.text`) as echo with the text after the dot.
+            let name = if cmd_builtin && name.starts_with("echo.") {
+                "echo".to_string()
+            } else {
+                name
+            };
             match name.as_str() {
                 "echo" if cmd_builtin => {
                     let text = raw.map(|r| r.trim_start()).and_then(|r| r.get(4..)).unwrap_or("");
@@ -1570,11 +1576,23 @@ impl Interp {
             })
             .collect();
         let target = paths.first().map_or(self.cwd.clone(), |p| self.abs(p));
+        // busybox flags come bundled (`-lL`, `-la`): `l` asks for the long format, `L` follows
+        // symlinks (the kubelet publishes ConfigMap/Secret keys as links into `..data`).
+        let flags: String = args
+            .iter()
+            .filter(|a| a.starts_with('-') && a.len() > 1)
+            .flat_map(|a| a.chars().skip(1))
+            .collect();
+        let (long, follow) = (flags.contains('l'), flags.contains('L'));
         match self.ctx.fs.list(&target) {
             Ok(entries) => {
                 if self.dialect == Dialect::Sh {
                     for e in entries {
-                        self.line(io, &e.name);
+                        if long {
+                            self.line(io, &e.long_format(follow));
+                        } else {
+                            self.line(io, &e.name);
+                        }
                     }
                 } else {
                     self.line(io, &format!(" Directory of {}", target.replace('/', "\\")));

@@ -447,7 +447,7 @@ async fn serve_hostname(ctx: Ctx, args: Vec<String>) -> i32 {
         }
     }
     if tcp {
-        match tokio::net::TcpListener::bind((ctx.pod.ip, port)).await {
+        match super::servers::listen(ctx.pod.ip, port) {
             Ok(l) => {
                 let (h, stop) = (host.clone(), stop.clone());
                 tokio::spawn(async move {

@@ -15,11 +15,21 @@ pub const NGINX_PAGE: &str = "<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to
 /// Apache httpd's default page.
 pub const HTTPD_PAGE: &str = "<html><body><h1>It works!</h1></body></html>\n";
 
+/// Binds a TCP listener on `ip:port` as Go's `net.Listen` does on Linux: with `SO_REUSEADDR`,
+/// so a restarted container (or a new pod on a reused address) can listen again while the old
+/// one's connections sit in TIME_WAIT.
+pub fn listen(ip: Ipv4Addr, port: u16) -> std::io::Result<TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(SocketAddr::from((ip, port)))?;
+    socket.listen(1024)
+}
+
 /// Binds `port` on the pod IP and serves `router` until `cancel`.
 ///
 /// The error is the bind error, printed by the caller as Go programs print it.
 pub async fn serve_http(ip: Ipv4Addr, port: u16, router: Router, cancel: CancellationToken) -> std::io::Result<()> {
-    let listener = TcpListener::bind((ip, port)).await?;
+    let listener = listen(ip, port)?;
     tokio::spawn(async move {
         let svc = router.into_make_service_with_connect_info::<SocketAddr>();
         let r = axum::serve(listener, svc)
