@@ -193,6 +193,10 @@ pub struct SimCluster {
     url: String,
 }
 
+/// Address blocks already taken by a cluster of this process (see [`SimCluster::start`]).
+static USED_BLOCKS: std::sync::Mutex<std::collections::BTreeSet<u8>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
 /// Picks the first block to try: spread by process id so parallel test binaries rarely collide
 /// (a collision only costs a retry on the next block).
 fn first_block() -> u8 {
@@ -211,11 +215,19 @@ impl SimCluster {
             Some(spec) => Faults::parse(spec).map_err(Error::Faults)?,
             None => Faults::default(),
         });
-        let span = addr::LAST_BLOCK - addr::FIRST_BLOCK + 1;
-        let start = first_block();
+        // In u16: offset plus step can pass 255 before the modulo.
+        let span = u16::from(addr::LAST_BLOCK - addr::FIRST_BLOCK) + 1;
+        let start = u16::from(first_block() - addr::FIRST_BLOCK);
         let mut found = None;
         for i in 0..span {
-            let block = AddressBlock(addr::FIRST_BLOCK + (start - addr::FIRST_BLOCK + i) % span);
+            let offset = u8::try_from((start + i) % span).expect("the offset is below the span");
+            let block = AddressBlock(addr::FIRST_BLOCK + offset);
+            // A block serves one cluster per process: a stopped cluster's pod sockets can
+            // outlive its API server for a moment, and a successor on the same addresses would
+            // see its pods fail to bind (test harnesses start dozens of clusters in turn).
+            if !USED_BLOCKS.lock().expect("used blocks lock").insert(block.0) {
+                continue;
+            }
             match ApiServer::start(ApiConfig::new(block).faults(faults.clone())).await {
                 Ok(api) => {
                     found = Some((block, api));
