@@ -184,6 +184,15 @@ impl Os {
         }
     }
 
+    /// A shell script that lists the container's named pipes by name, one a line, where the
+    /// OS has them (`dir /b \\.\pipe\` on Windows; Linux has no pipe namespace).
+    pub fn list_named_pipes(self) -> Option<&'static str> {
+        match self {
+            Os::Linux => None,
+            Os::Windows => Some(r"dir /b \\.\pipe\"),
+        }
+    }
+
     /// Whether the kubelet manages `/etc/hosts` in containers.
     pub fn manages_etc_hosts(self) -> bool {
         match self {

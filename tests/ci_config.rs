@@ -52,6 +52,13 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", rel(path)))
 }
 
+/// Asserts that `text` (the file `name`) contains each of `needles`, naming the first missing one.
+fn assert_mentions(text: &str, name: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{name}: no {needle:?}");
+    }
+}
+
 /// Every YAML document of a file.
 fn parse_yaml(path: &Path) -> Result<Vec<Value>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
@@ -1249,16 +1256,18 @@ fn the_local_recipe_exposes_the_api_server_to_the_vm_and_fits_flannel_vxlan() {
             assert!(!overlap(*na, *nb), "{a} and {b} overlap");
         }
     }
-    for needle in [
-        "kind create cluster",
-        "kubeadm token create",
-        "os=windows:NoSchedule",
-        "doctor --kubeconfig",
-        "suites/windows-nightly.yaml",
-        "--focus",
-    ] {
-        assert!(create.contains(needle), "create-cluster.sh: no {needle:?}");
-    }
+    assert_mentions(
+        &create,
+        "create-cluster.sh",
+        &[
+            "kind create cluster",
+            "kubeadm token create",
+            "os=windows:NoSchedule",
+            "doctor --kubeconfig",
+            "suites/windows-nightly.yaml",
+            "--focus",
+        ],
+    );
 
     let cni = read(&local.join("setup-cni.sh"));
     assert!(
@@ -1275,29 +1284,33 @@ fn the_local_recipe_exposes_the_api_server_to_the_vm_and_fits_flannel_vxlan() {
     );
 
     let join = read(&local.join("join-windows.ps1"));
-    for needle in [
-        "kubeadm join",
-        "--discovery-token-ca-cert-hash",
-        "--cri-socket",
-        "Install-Containerd.ps1",
-        "PrepareNode.ps1",
-    ] {
-        assert!(join.contains(needle), "join-windows.ps1: no {needle:?}");
-    }
+    assert_mentions(
+        &join,
+        "join-windows.ps1",
+        &[
+            "kubeadm join",
+            "--discovery-token-ca-cert-hash",
+            "--cri-socket",
+            "Install-Containerd.ps1",
+            "PrepareNode.ps1",
+        ],
+    );
     assert!(
         !join.contains("--node-labels"),
         "join-windows.ps1: the kubelet sets the Windows labels itself"
     );
 
     let readme = read(&local.join("README.md"));
-    for needle in [
-        "crossconf doctor",
-        "crossconf run --suite suites/windows-nightly.yaml --focus",
-        "join-windows.ps1",
-        "setup-cni.sh",
-    ] {
-        assert!(readme.contains(needle), "ci/local/README.md: no {needle:?}");
-    }
+    assert_mentions(
+        &readme,
+        "ci/local/README.md",
+        &[
+            "crossconf doctor",
+            "crossconf run --suite suites/windows-nightly.yaml --focus",
+            "join-windows.ps1",
+            "setup-cni.sh",
+        ],
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,72 +3,14 @@
 //! joined with the sig-windows-tools guide does), and FAIL with exit 1 on the DNS row once the
 //! cluster DNS Service is gone.
 
-#![expect(
-    clippy::disallowed_methods,
-    reason = "the test paces a real server or process with short sleeps"
-)]
+mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-
-/// A `crossconf sim` in its own process, stopped with SIGINT when dropped.
-struct Sim {
-    child: Child,
-    kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_sim() -> Sim {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let child = Command::new(env!("CARGO_BIN_EXE_crossconf"))
-        .args(["sim", "--kubeconfig-out"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut sim = Sim {
-        child,
-        kubeconfig,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    // The kubeconfig is written atomically once the cluster answers.
-    while !sim.kubeconfig.exists() {
-        if let Ok(Some(status)) = sim.child.try_wait() {
-            panic!("crossconf sim exited early: {status}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the simulator did not write its kubeconfig in 60s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    sim
-}
+use support::sim_process::{SimProcess, describe};
 
 fn doctor(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_crossconf"))
@@ -90,15 +32,6 @@ fn rows(out: &Output) -> Vec<(String, String)> {
             (level.to_string(), rest.trim().to_string())
         })
         .collect()
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 #[test]
@@ -128,13 +61,8 @@ fn doctor_on_the_simulated_cluster_is_all_ok() {
     assert!(find("cluster DNS Service").contains("kube-system/kube-dns"));
 }
 
-async fn delete_dns_service(kubeconfig: &Path) {
-    crossconf::install_crypto_provider();
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(config).unwrap();
+async fn delete_dns_service(sim: &SimProcess) {
+    let client = sim.client().await;
     let services: Api<Service> = Api::namespaced(client, "kube-system");
     services.delete("kube-dns", &DeleteParams::default()).await.unwrap();
     assert!(services.get_opt("kube-dns").await.unwrap().is_none());
@@ -142,7 +70,7 @@ async fn delete_dns_service(kubeconfig: &Path) {
 
 #[test]
 fn doctor_fails_the_dns_row_without_the_dns_service() {
-    let sim = start_sim();
+    let sim = SimProcess::start(&[], Duration::from_secs(60));
     let kubeconfig = sim.kubeconfig.to_str().unwrap().to_string();
     // Healthy first, so the failure below is the deletion's doing.
     let before = doctor(&["--kubeconfig", &kubeconfig]);
@@ -152,7 +80,7 @@ fn doctor_fails_the_dns_row_without_the_dns_service() {
         .enable_all()
         .build()
         .unwrap()
-        .block_on(delete_dns_service(&sim.kubeconfig));
+        .block_on(delete_dns_service(&sim));
 
     let out = doctor(&["--kubeconfig", &kubeconfig]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));

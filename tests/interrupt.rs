@@ -11,59 +11,20 @@
     reason = "the test paces a real server or process with short sleeps"
 )]
 
+mod support;
+
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Sim {
-    child: Child,
-    kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
+use support::sim_process::SimProcess;
+
+fn start_sim() -> SimProcess {
+    SimProcess::start(&[], Duration::from_secs(60))
 }
 
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-    }
-}
-
-fn start_sim() -> Sim {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let child = Command::new(env!("CARGO_BIN_EXE_crossconf"))
-        .args(["sim", "--kubeconfig-out"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !kubeconfig.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the simulator did not write its kubeconfig in 60s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Sim {
-        child,
-        kubeconfig,
-        _dir: dir,
-    }
-}
-
-fn run_cmd(sim: &Sim, reports: &Path, extra: &[&str]) -> Command {
+fn run_cmd(sim: &SimProcess, reports: &Path, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_crossconf"));
     c.args(["run", "--kubeconfig"])
         .arg(&sim.kubeconfig)

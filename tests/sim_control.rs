@@ -20,8 +20,10 @@ use crossconf::sim::api::{ApiConfig, ApiServer};
 use crossconf::sim::control::{Component, ControlConfig, ControlPlane, ScaledClock, start};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Event, Namespace, Node, Pod, Service, ServiceAccount};
+use k8s_openapi::api::batch::v1::{CronJob, Job, JobCondition};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Endpoints, Event, Namespace, Node, Pod, PodCondition, Service, ServiceAccount,
+};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -203,6 +205,81 @@ fn node_of(p: &Pod) -> String {
     p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()
 }
 
+fn phase(p: &Pod) -> Option<&str> {
+    p.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+/// `p`'s condition of type `type_`, if it has one.
+fn pod_condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// The first listed Job's condition of type `type_`, if it holds (status True).
+fn true_job_condition<'a>(js: &'a [Job], type_: &str) -> Option<&'a JobCondition> {
+    js.first()?
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// Waits until the pod `name` is bound to a node (failing with `what`); returns the node.
+async fn bound_node(pods: &Api<Pod>, name: &str, what: &str) -> String {
+    let bound = until(
+        pods,
+        ListParams::default().fields(&format!("metadata.name={name}")),
+        what,
+        |ps| ps.first().is_some_and(|p| !node_of(p).is_empty()),
+    )
+    .await;
+    node_of(&bound[0])
+}
+
+/// Waits for an event with `reason` about the object `name`; returns its message.
+async fn event_message(events: &Api<Event>, name: &str, reason: &str) -> String {
+    let evs = until(
+        events,
+        ListParams::default().fields(&format!("involvedObject.name={name}")),
+        &format!("{reason} event"),
+        |es| es.iter().any(|e| e.reason.as_deref() == Some(reason)),
+    )
+    .await;
+    evs.iter()
+        .find(|e| e.reason.as_deref() == Some(reason))
+        .unwrap()
+        .message
+        .clone()
+        .unwrap()
+}
+
+/// Applies the JSON merge patch `patch` to the object `name`.
+async fn merge_patch<K>(api: &Api<K>, name: &str, patch: Value)
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Sets the pod's phase, as a kubelet reports a container that ended.
+async fn set_phase(pods: &Api<Pod>, name: &str, phase: &str) {
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": phase}})),
+    )
+    .await
+    .unwrap();
+}
+
 fn pod_spec(extra: Value) -> Value {
     let mut spec = json!({"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]});
     if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
@@ -287,26 +364,12 @@ async fn pod_without_toleration_stays_off_windows_nodes() {
         "Unschedulable condition",
         |ps| {
             ps.first()
-                .and_then(|p| p.status.as_ref()?.conditions.as_ref())
-                .is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
-                    })
-                })
+                .and_then(|p| pod_condition(p, "PodScheduled"))
+                .is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
         },
     )
     .await;
-    let cond = seen[0]
-        .status
-        .as_ref()
-        .unwrap()
-        .conditions
-        .as_ref()
-        .unwrap()
-        .iter()
-        .find(|c| c.type_ == "PodScheduled")
-        .unwrap()
-        .clone();
+    let cond = pod_condition(&seen[0], "PodScheduled").unwrap().clone();
     assert_eq!(cond.message.as_deref(), Some(expected));
     assert!(node_of(&seen[0]).is_empty());
     let events: Api<Event> = c.api("sched");
@@ -327,52 +390,17 @@ async fn pod_without_toleration_stays_off_windows_nodes() {
     let pod: Pod = obj(json!({"metadata": {"name": "tolerates"},
         "spec": pod_spec(json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "tolerations": windows_toleration()}))}));
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    let bound = until(
-        &pods,
-        ListParams::default().fields("metadata.name=tolerates"),
-        "tolerating pod bound",
-        |ps| ps.first().is_some_and(|p| !node_of(p).is_empty()),
-    )
-    .await;
-    assert!(node_of(&bound[0]).starts_with("windows-"));
-    let evs = until(
-        &events,
-        ListParams::default().fields("involvedObject.name=tolerates"),
-        "Scheduled event",
-        |es| es.iter().any(|e| e.reason.as_deref() == Some("Scheduled")),
-    )
-    .await;
-    let msg = evs
-        .iter()
-        .find(|e| e.reason.as_deref() == Some("Scheduled"))
-        .unwrap()
-        .message
-        .clone()
-        .unwrap();
-    assert_eq!(
-        msg,
-        format!("Successfully assigned sched/tolerates to {}", node_of(&bound[0]))
-    );
+    let node = bound_node(&pods, "tolerates", "tolerating pod bound").await;
+    assert!(node.starts_with("windows-"));
+    let msg = event_message(&events, "tolerates", "Scheduled").await;
+    assert_eq!(msg, format!("Successfully assigned sched/tolerates to {node}"));
 
     // A node joining fixes the first pod: retried when nodes change.
     add_node(&c.client, "windows-2", "windows", "4", "8Gi").await;
     let nodes: Api<Node> = Api::all(c.client.clone());
-    nodes
-        .patch(
-            "windows-2",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"taints": null}})),
-        )
-        .await
-        .unwrap();
-    let bound = until(
-        &pods,
-        ListParams::default().fields("metadata.name=wants-windows"),
-        "retried pod bound",
-        |ps| ps.first().is_some_and(|p| !node_of(p).is_empty()),
-    )
-    .await;
-    assert_eq!(node_of(&bound[0]), "windows-2");
+    merge_patch(&nodes, "windows-2", json!({"spec": {"taints": null}})).await;
+    let node = bound_node(&pods, "wants-windows", "retried pod bound").await;
+    assert_eq!(node, "windows-2");
     c.stop().await;
 }
 
@@ -382,14 +410,12 @@ async fn selectors_affinity_resources_and_node_name() {
     add_node(&c.client, "small", "linux", "1", "1Gi").await;
     add_node(&c.client, "big", "linux", "8", "16Gi").await;
     let nodes: Api<Node> = Api::all(c.client.clone());
-    nodes
-        .patch(
-            "big",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"size": "big", "cores": "8"}}})),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &nodes,
+        "big",
+        json!({"metadata": {"labels": {"size": "big", "cores": "8"}}}),
+    )
+    .await;
     create_ns(&c.client, "rules").await;
     let pods: Api<Pod> = c.api("rules");
     let affinity = |op: &str, values: Value| {
@@ -449,10 +475,9 @@ async fn selectors_affinity_resources_and_node_name() {
             cases.iter().all(|(name, _, want)| {
                 ps.iter().find(|p| p.name_any() == *name).is_some_and(|p| match want {
                     Some(_) => !node_of(p).is_empty(),
-                    None => p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable"))
-                    }),
+                    None => {
+                        pod_condition(p, "PodScheduled").is_some_and(|c| c.reason.as_deref() == Some("Unschedulable"))
+                    }
                 })
             })
         },
@@ -468,16 +493,7 @@ async fn selectors_affinity_resources_and_node_name() {
     let msg = |name: &str| {
         all.iter()
             .find(|p| p.name_any() == name)
-            .and_then(|p| {
-                p.status
-                    .as_ref()?
-                    .conditions
-                    .as_ref()?
-                    .iter()
-                    .find(|c| c.type_ == "PodScheduled")?
-                    .message
-                    .clone()
-            })
+            .and_then(|p| pod_condition(p, "PodScheduled")?.message.clone())
             .unwrap_or_default()
     };
     assert!(
@@ -510,13 +526,7 @@ async fn higher_priority_pod_preempts_a_lower_one() {
     let with_cpu = |cpu: &str| json!({"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}]});
     let low: Pod = obj(json!({"metadata": {"name": "low"}, "spec": with_cpu("1500m")}));
     pods.create(&PostParams::default(), &low).await.unwrap();
-    until(
-        &pods,
-        ListParams::default().fields("metadata.name=low"),
-        "low pod bound",
-        |ps| ps.first().is_some_and(|p| !node_of(p).is_empty()),
-    )
-    .await;
+    bound_node(&pods, "low", "low pod bound").await;
     let mut spec = with_cpu("1");
     spec["priorityClassName"] = json!("high");
     let high: Pod = obj(json!({"metadata": {"name": "high"}, "spec": spec}));
@@ -527,20 +537,7 @@ async fn higher_priority_pod_preempts_a_lower_one() {
     .await;
     assert_eq!(after.len(), 1);
     let events: Api<Event> = c.api("prio");
-    let evs = until(
-        &events,
-        ListParams::default().fields("involvedObject.name=low"),
-        "Preempted event",
-        |es| es.iter().any(|e| e.reason.as_deref() == Some("Preempted")),
-    )
-    .await;
-    let msg = evs
-        .iter()
-        .find(|e| e.reason.as_deref() == Some("Preempted"))
-        .unwrap()
-        .message
-        .clone()
-        .unwrap();
+    let msg = event_message(&events, "low", "Preempted").await;
     assert!(
         msg.starts_with("Preempted by pod ") && msg.ends_with(" on node only"),
         "{msg}"
@@ -600,23 +597,16 @@ async fn deployment_scales_and_rolls_out_through_replicasets() {
     // Spread over both nodes (least allocated).
     assert_eq!(ps.iter().map(node_of).collect::<BTreeSet<_>>().len(), 2);
 
-    deps.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 5}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&deps, "web", json!({"spec": {"replicas": 5}})).await;
     until(&deps, ListParams::default(), "scaled to 5", complete(5)).await;
     assert_eq!(rss.list(&ListParams::default()).await.unwrap().items.len(), 1);
 
-    deps.patch(
+    merge_patch(
+        &deps,
         "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2.0"}]}}}})),
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2.0"}]}}}}),
     )
-    .await
-    .unwrap();
+    .await;
     let done = until(&deps, ListParams::default(), "rolling update complete", |ds| {
         complete(5)(ds)
             && ds[0]
@@ -665,31 +655,15 @@ async fn job_completes_when_its_pods_succeed() {
             &pods,
             ListParams::default().labels("job-name=work"),
             "a job pod to run",
-            |ps| {
-                ps.iter()
-                    .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Succeeded"))
-                    .count()
-                    == 1
-            },
+            |ps| ps.iter().filter(|p| phase(p) != Some("Succeeded")).count() == 1,
         )
         .await;
         assert_eq!(ps.len(), round + 1, "parallelism 1 runs one pod at a time");
-        let p = ps
-            .iter()
-            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Succeeded"))
-            .unwrap();
-        pods.patch_status(
-            &p.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
-        )
-        .await
-        .unwrap();
+        let p = ps.iter().find(|p| phase(p) != Some("Succeeded")).unwrap();
+        set_phase(&pods, &p.name_any(), "Succeeded").await;
     }
     let done = until(&jobs, ListParams::default(), "Complete condition", |js| {
-        js.first()
-            .and_then(|j| j.status.as_ref()?.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Complete" && c.status == "True"))
+        true_job_condition(js, "Complete").is_some()
     })
     .await;
     let st = done[0].status.as_ref().unwrap();
@@ -715,35 +689,15 @@ async fn job_completes_when_its_pods_succeed() {
         |ps| ps.len() == 1,
     )
     .await;
-    pods.patch_status(
-        &ps[0].name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
-    )
-    .await
-    .unwrap();
+    set_phase(&pods, &ps[0].name_any(), "Failed").await;
     let failed = until(
         &jobs,
         ListParams::default().fields("metadata.name=fails"),
         "Failed condition",
-        |js| {
-            js.first()
-                .and_then(|j| j.status.as_ref()?.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Failed" && c.status == "True"))
-        },
+        |js| true_job_condition(js, "Failed").is_some(),
     )
     .await;
-    let cond = failed[0]
-        .status
-        .as_ref()
-        .unwrap()
-        .conditions
-        .as_ref()
-        .unwrap()
-        .iter()
-        .find(|c| c.type_ == "Failed")
-        .unwrap()
-        .clone();
+    let cond = true_job_condition(&failed, "Failed").unwrap();
     assert_eq!(cond.reason.as_deref(), Some("BackoffLimitExceeded"));
     assert_eq!(failed[0].status.as_ref().unwrap().failed, Some(1));
     c.stop().await;
@@ -779,10 +733,7 @@ async fn namespace_deletion_removes_contents_and_the_namespace() {
     .unwrap();
     let pods: Api<Pod> = c.api("doomed");
     until(&pods, ListParams::default(), "two running pods", |ps| {
-        ps.len() == 2
-            && ps
-                .iter()
-                .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        ps.len() == 2 && ps.iter().all(|p| phase(p) == Some("Running"))
     })
     .await;
     let eps: Api<Endpoints> = c.api("doomed");
@@ -916,13 +867,7 @@ async fn statefulset_creates_pods_in_order_with_stable_names() {
             .is_some_and(|st| st.ready_replicas == Some(3))
     })
     .await;
-    sets.patch(
-        "db",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 1}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&sets, "db", json!({"spec": {"replicas": 1}})).await;
     let ps = until(
         &pods,
         ListParams::default().labels("app=db"),

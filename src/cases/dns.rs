@@ -117,6 +117,64 @@ async fn lookup_pod(f: &Framework, name: &str, os: Os, dns: &Dns) -> Result<Stri
     Ok(pod_node(&pod))
 }
 
+/// Looks `name` up from pod `pod` until it resolves (records may still be propagating, for up
+/// to [`DNS_PROPAGATION`]) and checks that `want` is among the addresses; the failure reads
+/// "`what`, got <addresses>: <nslookup output>".
+///
+/// Every lookup of this module that expects a given address is this wait and this check; only
+/// the wording of what was expected differs.
+async fn expect_resolves(f: &Framework, pod: &str, os: Os, name: &str, want: &str, what: String) -> CaseResult {
+    let lookup = f.nslookup_eventually(pod, os, name, DNS_PROPAGATION).await?;
+    crate::ensure!(
+        lookup.addresses.iter().any(|a| a == want),
+        "{what}, got {:?}: {}",
+        lookup.addresses,
+        lookup.output
+    );
+    Ok(())
+}
+
+/// Checks from pod `dns-utils` (on `node`) that the short name `dns-target` resolves to
+/// `svc_ip`, the Service's ClusterIP, through the pod's search path; `how` ends the expectation
+/// in the failure message. The ClusterFirst and None cases both check this.
+async fn expect_dns_target(f: &Framework, os: Os, node: &str, svc_ip: &str, how: &str) -> CaseResult {
+    expect_resolves(
+        f,
+        "dns-utils",
+        os,
+        "dns-target",
+        svc_ip,
+        format!("pod dns-utils on node {node}: expected dns-target to resolve to {svc_ip}{how}"),
+    )
+    .await
+}
+
+/// Checks from pod `dns-utils` that `kubernetes.default.svc.cluster.local` resolves to the
+/// ClusterIP of `default/kubernetes`; `who` (the pod and its node) starts the failure. The cases
+/// whose policy reaches the cluster DNS all end with this lookup.
+async fn expect_kubernetes_resolves(f: &Framework, os: Os, who: &str) -> CaseResult {
+    let want = kubernetes_ip(f).await?;
+    let fqdn = service_fqdn("kubernetes", "default");
+    expect_resolves(
+        f,
+        "dns-utils",
+        os,
+        &fqdn,
+        &want,
+        format!("{who}: expected {fqdn} to resolve to {want}"),
+    )
+    .await
+}
+
+/// Creates Service `dns-target` (ClusterIP, no backends: only its record matters) for the
+/// by-name lookups of the dnsPolicy cases; returns its ClusterIP.
+async fn dns_target(f: &Framework) -> Result<String, CaseError> {
+    let svc = f
+        .create_service(&ServiceBuilder::cluster_ip("dns-target").netexec_ports())
+        .await?;
+    services::cluster_ip(&svc)
+}
+
 /// The ClusterIP of `default/kubernetes`.
 async fn kubernetes_ip(f: &Framework) -> Result<String, CaseError> {
     let api: kube::Api<Service> = kube::Api::namespaced(f.client(), "default");
@@ -153,16 +211,17 @@ async fn configurable_dns(f: &Framework) -> CaseResult {
         bogus.addresses
     );
     let want = kubernetes_ip(f).await?;
-    let lookup = f
-        .nslookup_eventually("e2e-dns-utils", os, "kubernetes", DNS_PROPAGATION)
-        .await?;
-    crate::ensure!(
-        lookup.addresses.contains(&want),
-        "pod e2e-dns-utils on node {node}: expected 'kubernetes' to resolve to {want} through search default.svc.cluster.local, got {:?}: {}",
-        lookup.addresses,
-        lookup.output
-    );
-    Ok(())
+    expect_resolves(
+        f,
+        "e2e-dns-utils",
+        os,
+        "kubernetes",
+        &want,
+        format!(
+            "pod e2e-dns-utils on node {node}: expected 'kubernetes' to resolve to {want} through search default.svc.cluster.local"
+        ),
+    )
+    .await
 }
 
 /// dnsPolicy ClusterFirst (the default): the pod's DNS server is the cluster DNS, a Service of
@@ -171,10 +230,7 @@ async fn cluster_first(f: &Framework) -> CaseResult {
     let os = f.target_os();
     f.require_nodes(os, 1).await?;
     let dns_ip = f.cluster_dns_ip().await?;
-    let svc = f
-        .create_service(&ServiceBuilder::cluster_ip("dns-target").netexec_ports())
-        .await?;
-    let svc_ip = services::cluster_ip(&svc)?;
+    let svc_ip = dns_target(f).await?;
     let dns = Dns::policy("ClusterFirst");
     let (servers, suffixes) = read_dns_config(f, "dns-config", os, &dns).await?;
     crate::ensure!(
@@ -187,25 +243,8 @@ async fn cluster_first(f: &Framework) -> CaseResult {
         "pod dns-config: expected search suffix {own}, got {suffixes:?}"
     );
     let node = lookup_pod(f, "dns-utils", os, &dns).await?;
-    let short = f
-        .nslookup_eventually("dns-utils", os, "dns-target", DNS_PROPAGATION)
-        .await?;
-    crate::ensure!(
-        short.addresses.contains(&svc_ip),
-        "pod dns-utils on node {node}: expected dns-target to resolve to {svc_ip}, got {:?}: {}",
-        short.addresses,
-        short.output
-    );
-    let want = kubernetes_ip(f).await?;
-    let fqdn = service_fqdn("kubernetes", "default");
-    let full = f.nslookup_eventually("dns-utils", os, &fqdn, DNS_PROPAGATION).await?;
-    crate::ensure!(
-        full.addresses.contains(&want),
-        "pod dns-utils on node {node}: expected {fqdn} to resolve to {want}, got {:?}: {}",
-        full.addresses,
-        full.output
-    );
-    Ok(())
+    expect_dns_target(f, os, &node, &svc_ip, "").await?;
+    expect_kubernetes_resolves(f, os, &format!("pod dns-utils on node {node}")).await
 }
 
 /// dnsPolicy Default: the pod uses its node's resolver, so the cluster DNS is not its server,
@@ -253,10 +292,7 @@ async fn none_policy(f: &Framework) -> CaseResult {
     let os = f.target_os();
     f.require_nodes(os, 1).await?;
     let dns_ip = f.cluster_dns_ip().await?;
-    let svc = f
-        .create_service(&ServiceBuilder::cluster_ip("dns-target").netexec_ports())
-        .await?;
-    let svc_ip = services::cluster_ip(&svc)?;
+    let svc_ip = dns_target(f).await?;
     let own = format!("{}.svc.{}", f.ns(), services::CLUSTER_DOMAIN);
     let searches = vec![own.clone(), "crossconf.test".to_string()];
     let dns = Dns {
@@ -282,16 +318,7 @@ async fn none_policy(f: &Framework) -> CaseResult {
         "pod dns-config: expected search suffixes {searches:?} in order, got {suffixes:?}"
     );
     let node = lookup_pod(f, "dns-utils", os, &dns).await?;
-    let short = f
-        .nslookup_eventually("dns-utils", os, "dns-target", DNS_PROPAGATION)
-        .await?;
-    crate::ensure!(
-        short.addresses.contains(&svc_ip),
-        "pod dns-utils on node {node}: expected dns-target to resolve to {svc_ip} through search {own}, got {:?}: {}",
-        short.addresses,
-        short.output
-    );
-    Ok(())
+    expect_dns_target(f, os, &node, &svc_ip, &format!(" through search {own}")).await
 }
 
 /// hostname + subdomain: a pod with `hostname: host`, `subdomain: sub` and a headless Service
@@ -314,15 +341,18 @@ async fn hostname_subdomain(f: &Framework) -> CaseResult {
     f.wait_ready_endpoints("sub", 1).await?;
     let node = lookup_pod(f, "dns-utils", os, &Dns::policy("ClusterFirst")).await?;
     let fqdn = format!("host.{}", service_fqdn("sub", f.ns()));
-    let lookup = f.nslookup_eventually("dns-utils", os, &fqdn, DNS_PROPAGATION).await?;
-    crate::ensure!(
-        lookup.addresses.contains(&ip),
-        "pod dns-utils on node {node}: expected {fqdn} to resolve to pod named's IP {ip} (node {}), got {:?}: {}",
-        pod_node(&pod),
-        lookup.addresses,
-        lookup.output
-    );
-    Ok(())
+    expect_resolves(
+        f,
+        "dns-utils",
+        os,
+        &fqdn,
+        &ip,
+        format!(
+            "pod dns-utils on node {node}: expected {fqdn} to resolve to pod named's IP {ip} (node {})",
+            pod_node(&pod)
+        ),
+    )
+    .await
 }
 
 /// dnsPolicy ClusterFirstWithHostNet: a hostNetwork pod resolves cluster names. Windows nodes
@@ -344,16 +374,7 @@ async fn cluster_first_host_net(f: &Framework) -> CaseResult {
         host_network: true,
     };
     let node = lookup_pod(f, "dns-utils", os, &dns).await?;
-    let want = kubernetes_ip(f).await?;
-    let fqdn = service_fqdn("kubernetes", "default");
-    let lookup = f.nslookup_eventually("dns-utils", os, &fqdn, DNS_PROPAGATION).await?;
-    crate::ensure!(
-        lookup.addresses.contains(&want),
-        "hostNetwork pod dns-utils on node {node}: expected {fqdn} to resolve to {want}, got {:?}: {}",
-        lookup.addresses,
-        lookup.output
-    );
-    Ok(())
+    expect_kubernetes_resolves(f, os, &format!("hostNetwork pod dns-utils on node {node}")).await
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use super::network::{Endpoint, netexec_ready};
 use crate::catalog::{Case, Kind};
 use crate::framework::netexec::{HTTP_PORT, netexec_pod};
 use crate::framework::services::{self, SERVICE_HTTP_PORT, ServiceBuilder, UPSTREAM_STABILITY};
-use crate::framework::{CaseResult, Framework, Protocol, pod_ip, pod_node};
+use crate::framework::{CaseResult, Framework, Protocol};
 use crate::os::Os;
 
 /// Upstream hybrid_network.go: Linux and Windows pods reach each other, stably.
@@ -71,11 +71,7 @@ async fn through_service(f: &Framework, client_os: Os, backend_os: Os) -> CaseRe
     let pod = f
         .create_pod_ready(&netexec_pod(&name, backend_os).label("app", "hybrid"))
         .await?;
-    let backend = Endpoint {
-        name: name.clone(),
-        ip: pod_ip(&pod)?,
-        node: pod_node(&pod),
-    };
+    let backend = Endpoint::of(&name, &pod)?;
     f.wait_ready_endpoints("hybrid", 1).await?;
     let client = netexec_ready(f, &format!("client-{}", client_os.as_str()), client_os, None).await?;
     let port = u16::try_from(SERVICE_HTTP_PORT).unwrap_or_default();

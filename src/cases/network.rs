@@ -8,14 +8,14 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{HTTPGetAction, Probe};
+use k8s_openapi::api::core::v1::{HTTPGetAction, Pod, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::catalog::{Case, Kind};
 use crate::cluster::NodeInfo;
 use crate::framework::netexec::{HTTP_PORT, MAX_DIAL_TRIES, netexec_pod, ping_once_script};
 use crate::framework::services::{self, SERVICE_HTTP_PORT, SERVICE_UDP_PORT, ServiceBuilder, service_fqdn};
-use crate::framework::{CaseError, CaseResult, Framework, Protocol, pod_ip, pod_node};
+use crate::framework::{CaseError, CaseResult, Framework, PodBuilder, Protocol, pod_ip, pod_node};
 use crate::os::Os;
 
 /// Upstream networking.go: every node's netexec pod answers HTTP `/dial` from a test pod.
@@ -28,55 +28,54 @@ pub const NODE_POD_HTTP: &str = "[sig-network] Networking Granular Checks: Pods 
 pub const NODE_POD_UDP: &str = "[sig-network] Networking Granular Checks: Pods should function for node-pod communication: udp [LinuxOnly] [NodeConformance] [Conformance]";
 
 /// Matrix row: pod to pod by IP, TCP.
-pub const POD_IP_TCP: &str = "[sig-windows] Windows pod networking Pod to Pod should connect by pod IP over TCP";
+pub const POD_IP_TCP: &str =
+    "[sig-windows] [sig-network] Windows pod networking Pod to Pod should connect by pod IP over TCP";
 /// Matrix row: pod to pod by IP, UDP.
-pub const POD_IP_UDP: &str = "[sig-windows] Windows pod networking Pod to Pod should connect by pod IP over UDP";
+pub const POD_IP_UDP: &str =
+    "[sig-windows] [sig-network] Windows pod networking Pod to Pod should connect by pod IP over UDP";
 /// Matrix row: pod to pod by a headless Service's name, TCP.
-pub const POD_HEADLESS_TCP: &str =
-    "[sig-windows] Windows pod networking Pod to Pod should connect by name through a headless service over TCP";
+pub const POD_HEADLESS_TCP: &str = "[sig-windows] [sig-network] Windows pod networking Pod to Pod should connect by name through a headless service over TCP";
 /// Matrix row: pod to pod by a headless Service's name, UDP.
-pub const POD_HEADLESS_UDP: &str =
-    "[sig-windows] Windows pod networking Pod to Pod should connect by name through a headless service over UDP";
+pub const POD_HEADLESS_UDP: &str = "[sig-windows] [sig-network] Windows pod networking Pod to Pod should connect by name through a headless service over UDP";
 /// Matrix row: pod to pod by hostname and subdomain, TCP.
-pub const POD_HOSTNAME_TCP: &str =
-    "[sig-windows] Windows pod networking Pod to Pod should connect by hostname and subdomain FQDN over TCP";
+pub const POD_HOSTNAME_TCP: &str = "[sig-windows] [sig-network] Windows pod networking Pod to Pod should connect by hostname and subdomain FQDN over TCP";
 /// Matrix row: pod to pod by hostname and subdomain, UDP.
-pub const POD_HOSTNAME_UDP: &str =
-    "[sig-windows] Windows pod networking Pod to Pod should connect by hostname and subdomain FQDN over UDP";
+pub const POD_HOSTNAME_UDP: &str = "[sig-windows] [sig-network] Windows pod networking Pod to Pod should connect by hostname and subdomain FQDN over UDP";
 /// Matrix row: pod to Service by ClusterIP, TCP.
-pub const SVC_IP_TCP: &str = "[sig-windows] Windows pod networking Pod to Service should connect by ClusterIP over TCP";
+pub const SVC_IP_TCP: &str =
+    "[sig-windows] [sig-network] Windows pod networking Pod to Service should connect by ClusterIP over TCP";
 /// Matrix row: pod to Service by ClusterIP, UDP.
-pub const SVC_IP_UDP: &str = "[sig-windows] Windows pod networking Pod to Service should connect by ClusterIP over UDP";
+pub const SVC_IP_UDP: &str =
+    "[sig-windows] [sig-network] Windows pod networking Pod to Service should connect by ClusterIP over UDP";
 /// Matrix row: pod to Service by short name, TCP.
 pub const SVC_SHORT_TCP: &str =
-    "[sig-windows] Windows pod networking Pod to Service should connect by short name over TCP";
+    "[sig-windows] [sig-network] Windows pod networking Pod to Service should connect by short name over TCP";
 /// Matrix row: pod to Service by short name, UDP.
 pub const SVC_SHORT_UDP: &str =
-    "[sig-windows] Windows pod networking Pod to Service should connect by short name over UDP";
+    "[sig-windows] [sig-network] Windows pod networking Pod to Service should connect by short name over UDP";
 /// Matrix row: pod to Service by FQDN, TCP.
-pub const SVC_FQDN_TCP: &str =
-    "[sig-windows] Windows pod networking Pod to Service should connect by svc.ns.svc.cluster.local over TCP";
+pub const SVC_FQDN_TCP: &str = "[sig-windows] [sig-network] Windows pod networking Pod to Service should connect by svc.ns.svc.cluster.local over TCP";
 /// Matrix row: pod to Service by FQDN, UDP.
-pub const SVC_FQDN_UDP: &str =
-    "[sig-windows] Windows pod networking Pod to Service should connect by svc.ns.svc.cluster.local over UDP";
+pub const SVC_FQDN_UDP: &str = "[sig-windows] [sig-network] Windows pod networking Pod to Service should connect by svc.ns.svc.cluster.local over UDP";
 /// Matrix row: pod to the outside world by IP, TCP.
-pub const EXTERNAL_IP_TCP: &str = "[sig-windows] Windows pod networking Pod to External should connect by IP over TCP";
+pub const EXTERNAL_IP_TCP: &str =
+    "[sig-windows] [sig-network] Windows pod networking Pod to External should connect by IP over TCP";
 /// Matrix row: pod to the outside world by IP, UDP.
-pub const EXTERNAL_IP_UDP: &str = "[sig-windows] Windows pod networking Pod to External should connect by IP over UDP";
+pub const EXTERNAL_IP_UDP: &str =
+    "[sig-windows] [sig-network] Windows pod networking Pod to External should connect by IP over UDP";
 /// Matrix row: pod to the outside world by name, TCP.
 pub const EXTERNAL_NAME_TCP: &str =
-    "[sig-windows] Windows pod networking Pod to External should connect by name over TCP";
+    "[sig-windows] [sig-network] Windows pod networking Pod to External should connect by name over TCP";
 /// ICMP to the outside world: no echo reply from a Windows pod (the Windows networking
 /// documents' ICMP limitation), while TCP to the same address works.
-pub const EXTERNAL_ICMP: &str = "[sig-windows] Windows pod networking Pod to External should get no reply to ping outside the cluster while TCP to the same address works";
+pub const EXTERNAL_ICMP: &str = "[sig-windows] [sig-network] Windows pod networking Pod to External should get no reply to ping outside the cluster while TCP to the same address works";
 /// Matrix row: node to pod (the node's kubelet probing the pod).
-pub const NODE_TO_POD: &str =
-    "[sig-windows] Windows pod networking Node to Pod should reach the pod from its node's kubelet over TCP";
+pub const NODE_TO_POD: &str = "[sig-windows] [sig-network] Windows pod networking Node to Pod should reach the pod from its node's kubelet over TCP";
 /// Matrix row: pod to node (every node's kubelet port).
 pub const POD_TO_NODE: &str =
-    "[sig-windows] Windows pod networking Pod to Node should reach every node's kubelet port over TCP";
+    "[sig-windows] [sig-network] Windows pod networking Pod to Node should reach every node's kubelet port over TCP";
 /// The negative row: `svc.ns` resolves only where dotted names get search suffixes.
-pub const SVC_DOTTED: &str = "[sig-windows] Pod networking Pod to Service by partially qualified name svc.ns should resolve only where the DNS client appends search suffixes to dotted names";
+pub const SVC_DOTTED: &str = "[sig-windows] [sig-network] Pod networking Pod to Service by partially qualified name svc.ns should resolve only where the DNS client appends search suffixes to dotted names";
 
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
@@ -115,6 +114,34 @@ pub(crate) struct Endpoint {
     pub(crate) node: String,
 }
 
+impl Endpoint {
+    /// The endpoint that pod `name`, as the API returned it (`pod`), makes.
+    pub(crate) fn of(name: &str, pod: &Pod) -> Result<Endpoint, CaseError> {
+        Ok(Endpoint {
+            name: name.into(),
+            ip: pod_ip(pod)?,
+            node: pod_node(pod),
+        })
+    }
+}
+
+/// Creates every pod of `builders` first, then waits for each to be ready (so they start side
+/// by side); returns their endpoints in the same order.
+///
+/// The per-node endpoint pods here and the Service backends of `service.rs` are both made this
+/// way; only the builders differ.
+pub(crate) async fn create_endpoints(f: &Framework, builders: &[PodBuilder]) -> Result<Vec<Endpoint>, CaseError> {
+    for b in builders {
+        f.create_pod(b).await?;
+    }
+    let mut out = Vec::new();
+    for b in builders {
+        let pod = f.wait_pod_ready(b.name()).await?;
+        out.push(Endpoint::of(b.name(), &pod)?);
+    }
+    Ok(out)
+}
+
 /// Creates one netexec pod named `<prefix>-<i>` on each of `nodes` (pinned, as upstream's
 /// `setupCore` does), then waits for all of them to be ready.
 pub(crate) async fn endpoint_per_node(
@@ -132,19 +159,7 @@ pub(crate) async fn endpoint_per_node(
                 .on_node(&n.name)
         })
         .collect();
-    for b in &builders {
-        f.create_pod(b).await?;
-    }
-    let mut out = Vec::new();
-    for b in &builders {
-        let pod = f.wait_pod_ready(b.name()).await?;
-        out.push(Endpoint {
-            name: b.name().to_string(),
-            ip: pod_ip(&pod)?,
-            node: pod_node(&pod),
-        });
-    }
-    Ok(out)
+    create_endpoints(f, &builders).await
 }
 
 /// Creates a ready netexec pod `name` of `os` (optionally on `node`).
@@ -159,11 +174,7 @@ pub(crate) async fn netexec_ready(
         b = b.on_node(n);
     }
     let pod = f.create_pod_ready(&b).await?;
-    Ok(Endpoint {
-        name: name.into(),
-        ip: pod_ip(&pod)?,
-        node: pod_node(&pod),
-    })
+    Endpoint::of(name, &pod)
 }
 
 /// Dials every endpoint from `client`, retrying each up to [`MAX_DIAL_TRIES`] times, and fails
@@ -281,11 +292,7 @@ async fn matrix(f: &Framework) -> Result<Matrix, CaseError> {
     Ok(Matrix {
         os,
         client,
-        server: Endpoint {
-            name: "server".into(),
-            ip: pod_ip(&server_pod)?,
-            node: pod_node(&server_pod),
-        },
+        server: Endpoint::of("server", &server_pod)?,
         frontend_ip: services::cluster_ip(&frontend)?,
     })
 }

@@ -263,6 +263,22 @@ async fn stats_figures(f: &Framework) -> CaseResult {
     }
 }
 
+/// Waits, at most `within`, until `cond` holds for pod `name`; returns the pod.
+///
+/// The waits of this module all want the pod itself afterwards and fail the same way when it
+/// is gone; this is that wait.
+async fn wait_pod(
+    f: &Framework,
+    name: &str,
+    cond: impl Condition<Pod>,
+    why: &str,
+    within: Duration,
+) -> Result<Pod, CaseError> {
+    f.wait_for_within(&f.api::<Pod>(), name, cond, why, within)
+        .await?
+        .ok_or_else(|| CaseError::failed(format!("pod {name} vanished")))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Image pulls
 // ---------------------------------------------------------------------------------------------
@@ -280,36 +296,60 @@ fn pull_failed() -> impl Condition<Pod> {
     conditions::has_waiting_reason("ErrImagePull").or(conditions::has_waiting_reason("ImagePullBackOff"))
 }
 
-/// Waits for the pull of `pod` to fail and checks the pod stays Pending.
-async fn expect_pull_failure(f: &Framework, pod: &str) -> CaseResult {
-    let p = f
-        .wait_for_within(
-            &f.api::<Pod>(),
-            pod,
-            pull_failed(),
-            "to fail pulling its image (ErrImagePull or ImagePullBackOff)",
-            crate::framework::POD_START_TIMEOUT,
-        )
-        .await?
-        .ok_or_else(|| CaseError::failed(format!("pod {pod} vanished")))?;
+/// Starts pod `image-pull-test` with container `image` under imagePullPolicy Always, waits for
+/// the pull to fail and checks the pod stays Pending.
+///
+/// The invalid-registry and private-without-secret cases differ only in the image.
+async fn expect_pull_failure(f: &Framework, image: ContainerBuilder) -> CaseResult {
+    let os = f.target_os();
+    f.require_nodes(os, 1).await?;
+    f.create_pod(&pull_pod("image-pull-test", os, pull_policy(image, "Always")))
+        .await?;
+    let p = wait_pod(
+        f,
+        "image-pull-test",
+        pull_failed(),
+        "to fail pulling its image (ErrImagePull or ImagePullBackOff)",
+        crate::framework::POD_START_TIMEOUT,
+    )
+    .await?;
     let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
     crate::ensure!(
         phase == "Pending",
-        "pod {pod}: expected phase Pending after a failed pull, got {phase}"
+        "pod image-pull-test: expected phase Pending after a failed pull, got {phase}"
     );
+    Ok(())
+}
+
+/// Waits until pod `image-pull-test` runs or fails to pull; when its container did not start,
+/// fails with "pod image-pull-test on node N: `what`: reason: message".
+///
+/// The two cases that expect a pull to work wait and judge the same way.
+async fn expect_pulled(f: &Framework, what: &str) -> CaseResult {
+    let p = wait_pod(
+        f,
+        "image-pull-test",
+        conditions::is_pod_phase("Running").or(pull_failed()),
+        "to be Running (or to fail pulling)",
+        crate::framework::POD_START_TIMEOUT,
+    )
+    .await?;
+    if let Some((reason, message)) = start_failure(&p) {
+        crate::fail!(
+            "pod image-pull-test on node {}: {what}: {reason}: {message}",
+            pod_node(&p)
+        );
+    }
     Ok(())
 }
 
 /// Upstream runtime.go "should not be able to pull image from invalid registry".
 async fn pull_invalid_registry(f: &Framework) -> CaseResult {
-    let os = f.target_os();
-    f.require_nodes(os, 1).await?;
-    let c = pull_policy(
+    expect_pull_failure(
+        f,
         ContainerBuilder::new("image-pull-test", "invalid-registry-image").args(["pause"]),
-        "Always",
-    );
-    f.create_pod(&pull_pod("image-pull-test", os, c)).await?;
-    expect_pull_failure(f, "image-pull-test").await
+    )
+    .await
 }
 
 /// Upstream runtime.go "should be able to pull image" (agnhost, imagePullPolicy Always).
@@ -321,36 +361,16 @@ async fn pull_image(f: &Framework) -> CaseResult {
         "Always",
     );
     f.create_pod(&pull_pod("image-pull-test", os, c)).await?;
-    let p = f
-        .wait_for_within(
-            &f.api::<Pod>(),
-            "image-pull-test",
-            conditions::is_pod_phase("Running").or(pull_failed()),
-            "to be Running (or to fail pulling)",
-            crate::framework::POD_START_TIMEOUT,
-        )
-        .await?
-        .ok_or_else(|| CaseError::failed("pod image-pull-test vanished"))?;
-    if let Some((reason, message)) = start_failure(&p) {
-        crate::fail!(
-            "pod image-pull-test on node {}: image {} was not pulled: {reason}: {message}",
-            pod_node(&p),
-            f.image("agnhost", os)?
-        );
-    }
-    Ok(())
+    expect_pulled(f, &format!("image {} was not pulled", f.image("agnhost", os)?)).await
 }
 
 /// Upstream runtime.go "should not be able to pull from private registry without secret".
 async fn pull_private_no_secret(f: &Framework) -> CaseResult {
-    let os = f.target_os();
-    f.require_nodes(os, 1).await?;
-    let c = pull_policy(
+    expect_pull_failure(
+        f,
         ContainerBuilder::new("image-pull-test", "authenticated").args(["pause"]),
-        "Always",
-    );
-    f.create_pod(&pull_pod("image-pull-test", os, c)).await?;
-    expect_pull_failure(f, "image-pull-test").await
+    )
+    .await
 }
 
 /// Where the registry credentials for [`PULL_PRIVATE_WITH_SECRET`] come from on a real cluster:
@@ -405,23 +425,11 @@ async fn pull_private_with_secret(f: &Framework) -> CaseResult {
         }]);
     });
     f.create_pod(&pod).await?;
-    let p = f
-        .wait_for_within(
-            &f.api::<Pod>(),
-            "image-pull-test",
-            conditions::is_pod_phase("Running").or(pull_failed()),
-            "to be Running (or to fail pulling)",
-            crate::framework::POD_START_TIMEOUT,
-        )
-        .await?
-        .ok_or_else(|| CaseError::failed("pod image-pull-test vanished"))?;
-    if let Some((reason, message)) = start_failure(&p) {
-        crate::fail!(
-            "pod image-pull-test on node {}: private image {image} was not pulled with pull secret image-pull-secret: {reason}: {message}",
-            pod_node(&p)
-        );
-    }
-    Ok(())
+    expect_pulled(
+        f,
+        &format!("private image {image} was not pulled with pull secret image-pull-secret"),
+    )
+    .await
 }
 
 /// Sums the `count` of the pod's events with `reason` (the kubelet aggregates repeats).
@@ -596,16 +604,14 @@ async fn expect_mismatch(
             .container(container),
     )
     .await?;
-    let p = f
-        .wait_for_within(
-            &f.api::<Pod>(),
-            pod,
-            |p: Option<&Pod>| p.is_some_and(|p| start_failure(p).is_some()),
-            "to fail to start its container",
-            crate::framework::POD_START_TIMEOUT,
-        )
-        .await?
-        .ok_or_else(|| CaseError::failed(format!("pod {pod} vanished")))?;
+    let p = wait_pod(
+        f,
+        pod,
+        |p: Option<&Pod>| p.is_some_and(|p| start_failure(p).is_some()),
+        "to fail to start its container",
+        crate::framework::POD_START_TIMEOUT,
+    )
+    .await?;
     let (reason, message) = start_failure(&p).unwrap_or_default();
     let lower = message.to_ascii_lowercase();
     crate::ensure!(
@@ -878,16 +884,14 @@ async fn cpu_limits(f: &Framework) -> CaseResult {
     }
     let mut placed = Vec::new();
     for name in &pods {
-        let pod = f
-            .wait_for_within(
-                &f.api::<Pod>(),
-                name,
-                conditions::is_pod_phase("Running"),
-                "to be Running",
-                crate::framework::POD_START_TIMEOUT,
-            )
-            .await?
-            .ok_or_else(|| CaseError::failed(format!("pod {name} vanished")))?;
+        let pod = wait_pod(
+            f,
+            name,
+            conditions::is_pod_phase("Running"),
+            "to be Running",
+            crate::framework::POD_START_TIMEOUT,
+        )
+        .await?;
         placed.push((name.to_string(), pod_node(&pod)));
     }
     let limit = 0.5 * 1.05;
@@ -955,25 +959,27 @@ pub(crate) fn percentile(sorted: &[f64], p: u32) -> Option<f64> {
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
-/// Creation → first container running, from the pod's own timestamps.
-fn startup_latency(pod: &Pod) -> Option<f64> {
-    let created = pod.metadata.creation_timestamp.as_ref()?.0;
-    let started = pod
-        .status
-        .as_ref()?
-        .container_statuses
-        .iter()
-        .flatten()
-        .filter_map(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
-        .map(|t| t.0)
-        .max()?;
-    Some(started.duration_since(created).as_secs_f64().max(0.0))
+/// Aborts a spawned task when dropped, so a case that returns early leaves no watch behind.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Upstream density.go "should be within limit when create 10 pods with 0s interval": N pause
 /// pods (`--density-pods`, default 10) created at once; creation→running latency p50/p90/p99
 /// recorded as properties and in `density-<namespace>.json`, and held to 30/54/59 s.
+///
+/// The latency is upstream's "e2e lag": from just before the runner's create call to the moment
+/// its watch, opened before the first create, sees the pod Running. Both ends are the runner's
+/// own clock, so sub-second starts are measured (the pods' timestamps have one-second
+/// resolution and would report them all as 0).
 async fn density(f: &Framework) -> CaseResult {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+
     let os = f.target_os();
     f.require_nodes(os, 1).await?;
     let n = f.settings().density_pods.unwrap_or(10).max(1);
@@ -984,23 +990,80 @@ async fn density(f: &Framework) -> CaseResult {
                 .container(ContainerBuilder::new("pause", "pause"))
         })
         .collect();
+    let running: std::sync::Arc<Mutex<BTreeMap<String, Instant>>> = Default::default();
+    let (listed_tx, listed_rx) = tokio::sync::oneshot::channel::<()>();
+    let watch = {
+        let running = running.clone();
+        let config = watcher::Config::default().labels("type=density");
+        let mut stream = watcher::watcher(f.api::<Pod>(), config).boxed();
+        tokio::spawn(async move {
+            let mut listed_tx = Some(listed_tx);
+            while let Some(event) = stream.next().await {
+                let pod = match event {
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = listed_tx.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "density watch error");
+                        continue;
+                    }
+                };
+                if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
+                    let mut seen = running.lock().expect("density lock");
+                    seen.entry(pod.metadata.name.clone().unwrap_or_default())
+                        .or_insert_with(Instant::now);
+                    if seen.len() >= n {
+                        return;
+                    }
+                }
+            }
+        })
+    };
+    let _stop_watch = AbortOnDrop(watch.abort_handle());
+    tokio::time::timeout(f.remaining(), listed_rx)
+        .await
+        .map_err(|_| CaseError::failed("the watch on the density pods never listed them"))?
+        .map_err(|_| CaseError::failed("the watch on the density pods ended before it listed them"))?;
+    let mut created = BTreeMap::new();
     for b in &builders {
+        created.insert(b.name().to_string(), Instant::now());
         f.create_pod(b).await?;
     }
+    let waited = Instant::now();
+    if tokio::time::timeout(f.remaining(), watch).await.is_err() {
+        let seen = running.lock().expect("density lock").clone();
+        let pods = f.api::<Pod>().list(&Default::default()).await?;
+        let pending: Vec<String> = pods
+            .items
+            .iter()
+            .filter(|p| !seen.contains_key(p.metadata.name.as_deref().unwrap_or_default()))
+            .map(|p| {
+                format!(
+                    "{} ({})",
+                    p.metadata.name.clone().unwrap_or_default(),
+                    p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default()
+                )
+            })
+            .collect();
+        crate::fail!(
+            "{} of {n} density pods Running after {:.1?}; not Running: {}",
+            seen.len(),
+            waited.elapsed(),
+            pending.join(", ")
+        );
+    }
+    let seen = running.lock().expect("density lock").clone();
     let mut latencies = Vec::new();
-    for b in &builders {
-        let pod = f
-            .wait_for(
-                &f.api::<Pod>(),
-                b.name(),
-                conditions::is_pod_phase("Running"),
-                "to be Running",
-            )
-            .await?
-            .ok_or_else(|| CaseError::failed(format!("pod {} vanished", b.name())))?;
-        let latency = startup_latency(&pod)
-            .ok_or_else(|| CaseError::failed(format!("pod {} is Running without a container start time", b.name())))?;
-        latencies.push(latency);
+    for (name, at) in &created {
+        let Some(ran) = seen.get(name) else {
+            crate::fail!("density pod {name} was never seen Running");
+        };
+        latencies.push(ran.saturating_duration_since(*at).as_secs_f64());
     }
     latencies.sort_by(f64::total_cmp);
     let mut report = serde_json::Map::new();
@@ -1069,18 +1132,8 @@ async fn exit_codes(f: &Framework) -> CaseResult {
 
 /// Deletes `pod` and waits until it is gone; returns how long that took.
 async fn delete_and_wait(f: &Framework, pod: &Pod, within: Duration) -> Result<Duration, CaseError> {
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
     let start = Instant::now();
-    f.api::<Pod>().delete(&name, &DeleteParams::default()).await?;
-    f.wait_for_within(
-        &f.api::<Pod>(),
-        &name,
-        kube::runtime::wait::conditions::is_deleted(&uid),
-        "to be deleted",
-        within,
-    )
-    .await?;
+    f.delete_pod_and_wait(pod, &DeleteParams::default(), within).await?;
     Ok(start.elapsed())
 }
 

@@ -13,13 +13,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
-use kube::runtime::wait::conditions::is_deleted;
 
 use crate::case;
 use crate::catalog::{Case, Kind};
 use crate::framework::wait::conditions as wc;
 use crate::framework::workloads::{expect_env, print_env_script};
-use crate::framework::{CaseResult, ContainerBuilder, Framework, PodBuilder, pod_ip, pod_node};
+use crate::framework::{CaseError, CaseResult, ContainerBuilder, Framework, PodBuilder, pod_ip, pod_node};
 use crate::{ensure, fail};
 
 /// The cases of this area.
@@ -130,6 +129,31 @@ fn phase(pod: &Pod) -> String {
     pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default()
 }
 
+/// Checks that finished pod `done` (built as `pod`) ended in phase `want`: "pod P ended X,
+/// expected `want`" otherwise. Several cases check the end phase first, all with this message.
+fn expect_phase(pod: &PodBuilder, done: &Pod, want: &str) -> CaseResult {
+    ensure!(
+        phase(done) == want,
+        "pod {} ended {}, expected {want}",
+        pod.name(),
+        phase(done)
+    );
+    Ok(())
+}
+
+/// Runs `pod` to completion and checks that `container` printed exactly `want` (trimmed); the
+/// failure reads "`who` P: expected "want", got "logs"". The log cases (kubelet, websockets,
+/// variable expansion) are all this check.
+async fn expect_printed(f: &Framework, pod: &PodBuilder, container: &str, want: &str, who: &str) -> CaseResult {
+    let logs = f.container_output(pod, container).await?;
+    ensure!(
+        logs.trim() == want,
+        "{who} {}: expected {want:?}, got {logs:?}",
+        pod.name()
+    );
+    Ok(())
+}
+
 fn condition_true(pod: &Pod, type_: &str) -> bool {
     pod.status
         .as_ref()
@@ -159,20 +183,10 @@ async fn submitted_and_removed(f: &Framework) -> CaseResult {
         found.len()
     );
     let running = f.wait_pod_ready(pod.name()).await?;
-    let uid = running.metadata.uid.clone().unwrap_or_default();
 
     f.step("deleting the pod gracefully");
-    f.api::<Pod>()
-        .delete(pod.name(), &DeleteParams::default().grace_period(30))
+    f.delete_pod_and_wait(&running, &DeleteParams::default().grace_period(30), DELETION_WAIT)
         .await?;
-    f.wait_for_within(
-        &f.api::<Pod>(),
-        pod.name(),
-        is_deleted(&uid),
-        "to be deleted",
-        DELETION_WAIT,
-    )
-    .await?;
     let after = f.api::<Pod>().list(&ListParams::default().labels(selector)).await?;
     ensure!(
         after.items.is_empty(),
@@ -318,13 +332,7 @@ async fn logs_websockets(f: &Framework) -> CaseResult {
     let pod = f
         .pod("pod-logs-websocket")
         .container(shell(f, "main", "echo container is alive"));
-    let logs = f.container_output(&pod, "main").await?;
-    ensure!(
-        logs.trim() == "container is alive",
-        "logs of pod {}: expected \"container is alive\", got {logs:?}",
-        pod.name()
-    );
-    Ok(())
+    expect_printed(f, &pod, "main", "container is alive", "logs of pod").await
 }
 
 /// Upstream common/node/pods.go "should delete a collection of pods".
@@ -450,12 +458,7 @@ async fn init_restart_never(f: &Framework) -> CaseResult {
         .init_container(shell(f, "init2", "exit 0"))
         .container(shell(f, "run1", "exit 0"));
     let done = f.run_pod_to_completion(&pod).await?;
-    ensure!(
-        phase(&done) == "Succeeded",
-        "pod {} ended {}, expected Succeeded",
-        pod.name(),
-        phase(&done)
-    );
+    expect_phase(&pod, &done, "Succeeded")?;
     ensure!(
         condition_true(&done, "Initialized"),
         "pod {} has no Initialized=True condition",
@@ -516,12 +519,7 @@ async fn init_fail_restart_never(f: &Framework) -> CaseResult {
         .init_container(shell(f, "init2", "exit 0"))
         .container(shell(f, "run1", "exit 0"));
     let done = f.run_pod_to_completion(&pod).await?;
-    ensure!(
-        phase(&done) == "Failed",
-        "pod {} ended {}, expected Failed",
-        pod.name(),
-        phase(&done)
-    );
+    expect_phase(&pod, &done, "Failed")?;
     let t1 = terminated(&done, "init1");
     ensure!(
         t1.is_some_and(|t| t.exit_code == 1),
@@ -648,12 +646,7 @@ async fn termination_empty_on_success(f: &Framework) -> CaseResult {
         .container(shell(f, "c", "echo OK").with(fallback_to_logs));
     let done = f.run_pod_to_completion(&pod).await?;
     let t = terminated(&done, "c").cloned().unwrap_or_default();
-    ensure!(
-        phase(&done) == "Succeeded",
-        "pod {} ended {}, expected Succeeded",
-        pod.name(),
-        phase(&done)
-    );
+    expect_phase(&pod, &done, "Succeeded")?;
     ensure!(
         t.message.as_deref().unwrap_or("").is_empty(),
         "pod {}: expected an empty termination message, got {:?}",
@@ -674,13 +667,7 @@ async fn kubelet_logs(f: &Framework) -> CaseResult {
     let pod = f
         .pod("busybox-scheduling")
         .container(ContainerBuilder::new("busybox", "busybox").command(f.target_os().shell("echo Hello World")));
-    let logs = f.container_output(&pod, "busybox").await?;
-    ensure!(
-        logs.trim() == "Hello World",
-        "logs of pod {}: expected \"Hello World\", got {logs:?}",
-        pod.name()
-    );
-    Ok(())
+    expect_printed(f, &pod, "busybox", "Hello World", "logs of pod").await
 }
 
 fn always_fails(f: &Framework, name: &str) -> PodBuilder {
@@ -715,23 +702,9 @@ pub(crate) const KUBELET_DELETE_FAILED: &str = "[sig-node] Kubelet when scheduli
 async fn kubelet_delete_failed(f: &Framework) -> CaseResult {
     let pod = always_fails(f, "bin-false-delete");
     let done = f.run_pod_to_completion(&pod).await?;
-    ensure!(
-        phase(&done) == "Failed",
-        "pod {} ended {}, expected Failed",
-        pod.name(),
-        phase(&done)
-    );
-    let uid = done.metadata.uid.clone().unwrap_or_default();
-    f.api::<Pod>().delete(pod.name(), &DeleteParams::default()).await?;
-    f.wait_for_within(
-        &f.api::<Pod>(),
-        pod.name(),
-        is_deleted(&uid),
-        "to be deleted",
-        DELETION_WAIT,
-    )
-    .await?;
-    Ok(())
+    expect_phase(&pod, &done, "Failed")?;
+    f.delete_pod_and_wait(&done, &DeleteParams::default(), DELETION_WAIT)
+        .await
 }
 
 // --- Variable Expansion ----------------------------------------------------------------------
@@ -773,13 +746,7 @@ async fn expansion_args(f: &Framework) -> CaseResult {
             .args([script])
             .env("TEST_VAR", "test-value"),
     );
-    let logs = f.container_output(&pod, "dapi-container").await?;
-    ensure!(
-        logs.trim() == "test-value is test-value",
-        "pod {}: expected \"test-value is test-value\", got {logs:?}",
-        pod.name()
-    );
-    Ok(())
+    expect_printed(f, &pod, "dapi-container", "test-value is test-value", "pod").await
 }
 
 /// Upstream common/node/expansion.go "should allow substituting values in a container's command".
@@ -790,19 +757,29 @@ async fn expansion_command(f: &Framework) -> CaseResult {
     let pod = f
         .pod("var-expansion-command")
         .container(shell(f, "dapi-container", "echo test-value is $(TEST_VAR)").env("TEST_VAR", "test-value"));
-    let logs = f.container_output(&pod, "dapi-container").await?;
-    ensure!(
-        logs.trim() == "test-value is test-value",
-        "pod {}: expected \"test-value is test-value\", got {logs:?}",
-        pod.name()
-    );
-    Ok(())
+    expect_printed(f, &pod, "dapi-container", "test-value is test-value", "pod").await
 }
 
 // --- Downward API env ------------------------------------------------------------------------
 
 fn with_env(vars: Vec<EnvVar>) -> impl Fn(&mut Container) + Clone + Send + Sync + 'static {
     move |c: &mut Container| c.env.get_or_insert_with(Vec::new).extend(vars.clone())
+}
+
+/// Runs pod `pod` whose container `dapi-container` prints its environment with `vars` added;
+/// returns what it printed and the pod as the API reports it afterwards, for the downward API
+/// cases to compare the two.
+async fn downward_env(
+    f: &Framework,
+    pod: &str,
+    vars: Vec<EnvVar>,
+) -> Result<(BTreeMap<String, String>, Pod), CaseError> {
+    let builder = f
+        .pod(pod)
+        .container(env_printer(f, "dapi-container").with(with_env(vars)));
+    let env = f.container_env(&builder, "dapi-container").await?;
+    let seen = f.api::<Pod>().get(pod).await?;
+    Ok((env, seen))
 }
 
 /// Upstream common/node/downwardapi.go "should provide pod name, namespace and IP address as env vars".
@@ -817,20 +794,13 @@ async fn downward_name_ns_ip(f: &Framework) -> CaseResult {
         field_env("POD_NAMESPACE", "metadata.namespace"),
         field_env("POD_IP", "status.podIP"),
     ];
-    let pod = f
-        .pod("downward-api-name")
-        .container(env_printer(f, "dapi-container").with(with_env(vars)));
-    let env = f.container_env(&pod, "dapi-container").await?;
-    let seen = f.api::<Pod>().get(pod.name()).await?;
+    let pod = "downward-api-name";
+    let (env, seen) = downward_env(f, pod, vars).await?;
     let ip = pod_ip(&seen)?;
     expect_env(
         &env,
-        &[
-            ("POD_NAME", pod.name()),
-            ("POD_NAMESPACE", f.ns()),
-            ("POD_IP", ip.as_str()),
-        ],
-        &format!("pod {} on node {}", pod.name(), pod_node(&seen)),
+        &[("POD_NAME", pod), ("POD_NAMESPACE", f.ns()), ("POD_IP", ip.as_str())],
+        &format!("pod {pod} on node {}", pod_node(&seen)),
     )
 }
 
@@ -840,17 +810,14 @@ pub(crate) const DOWNWARD_HOST_IP: &str =
 
 /// Upstream downwardapi.go: `status.hostIP` reaches the container and equals the pod's host IP.
 async fn downward_host_ip(f: &Framework) -> CaseResult {
-    let pod = f
-        .pod("downward-api-hostip")
-        .container(env_printer(f, "dapi-container").with(with_env(vec![field_env("HOST_IP", "status.hostIP")])));
-    let env = f.container_env(&pod, "dapi-container").await?;
-    let seen = f.api::<Pod>().get(pod.name()).await?;
+    let pod = "downward-api-hostip";
+    let (env, seen) = downward_env(f, pod, vec![field_env("HOST_IP", "status.hostIP")]).await?;
     let host_ip = seen.status.as_ref().and_then(|s| s.host_ip.clone()).unwrap_or_default();
-    ensure!(!host_ip.is_empty(), "pod {} reports no host IP", pod.name());
+    ensure!(!host_ip.is_empty(), "pod {pod} reports no host IP");
     expect_env(
         &env,
         &[("HOST_IP", host_ip.as_str())],
-        &format!("pod {} on node {}", pod.name(), pod_node(&seen)),
+        &format!("pod {pod} on node {}", pod_node(&seen)),
     )
 }
 
@@ -860,13 +827,10 @@ pub(crate) const DOWNWARD_UID: &str =
 
 /// Upstream downwardapi.go: `metadata.uid` reaches the container and equals the pod's uid.
 async fn downward_uid(f: &Framework) -> CaseResult {
-    let pod = f
-        .pod("downward-api-uid")
-        .container(env_printer(f, "dapi-container").with(with_env(vec![field_env("POD_UID", "metadata.uid")])));
-    let env = f.container_env(&pod, "dapi-container").await?;
-    let seen = f.api::<Pod>().get(pod.name()).await?;
+    let pod = "downward-api-uid";
+    let (env, seen) = downward_env(f, pod, vec![field_env("POD_UID", "metadata.uid")]).await?;
     let uid = seen.metadata.uid.clone().unwrap_or_default();
-    expect_env(&env, &[("POD_UID", uid.as_str())], &format!("pod {}", pod.name()))
+    expect_env(&env, &[("POD_UID", uid.as_str())], &format!("pod {pod}"))
 }
 
 /// Upstream common/node/downwardapi.go "should provide container's limits.cpu/memory and

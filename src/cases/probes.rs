@@ -11,7 +11,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, ExecAction, HTTPGetAction, LifecycleHandler, Pod, Probe, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::DeleteParams;
-use kube::runtime::wait::conditions::is_deleted;
 
 use crate::case;
 use crate::catalog::{Case, Kind};
@@ -19,6 +18,7 @@ use crate::framework::netexec::netexec_pod;
 use crate::framework::wait::conditions as wc;
 use crate::framework::workloads::{empty_dir_volume, is_ready, restart_count};
 use crate::framework::{CaseResult, ContainerBuilder, Framework, pod_ip, pod_node};
+use crate::os::Os;
 use crate::{ensure, fail};
 
 /// The cases of this area.
@@ -53,38 +53,42 @@ const OBSERVE: Duration = Duration::from_secs(INITIAL_DELAY as u64 + 4 * 10);
 /// a probe period and the restart, with room for a slow Windows start.
 const RESTART_WAIT: Duration = Duration::from_secs(90);
 
-fn exec_probe(argv: Vec<String>) -> Probe {
+/// `action` (a probe with only its handler set) with the timing every probe case starts from:
+/// upstream's initial delay and a failure threshold of one.
+fn timed(action: Probe) -> Probe {
     Probe {
-        exec: Some(ExecAction { command: Some(argv) }),
         initial_delay_seconds: Some(INITIAL_DELAY),
         failure_threshold: Some(1),
-        ..Default::default()
+        ..action
     }
 }
 
+fn exec_probe(argv: Vec<String>) -> Probe {
+    timed(Probe {
+        exec: Some(ExecAction { command: Some(argv) }),
+        ..Default::default()
+    })
+}
+
 fn http_probe(path: &str, port: i32) -> Probe {
-    Probe {
+    timed(Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),
             port: IntOrString::Int(port),
             ..Default::default()
         }),
-        initial_delay_seconds: Some(INITIAL_DELAY),
-        failure_threshold: Some(1),
         ..Default::default()
-    }
+    })
 }
 
 fn tcp_probe(port: i32) -> Probe {
-    Probe {
+    timed(Probe {
         tcp_socket: Some(TCPSocketAction {
             port: IntOrString::Int(port),
             host: None,
         }),
-        initial_delay_seconds: Some(INITIAL_DELAY),
-        failure_threshold: Some(1),
         ..Default::default()
-    }
+    })
 }
 
 fn liveness(probe: Probe) -> impl Fn(&mut Container) + Clone + Send + Sync + 'static {
@@ -109,21 +113,42 @@ fn test_webserver() -> ContainerBuilder {
         .port(80, "TCP")
 }
 
-/// Creates `pod` and checks that its restart count stays 0 for [`OBSERVE`] once it runs.
-async fn expect_no_restarts(f: &Framework, pod: &crate::framework::PodBuilder) -> CaseResult {
+/// The exec liveness cases' health file, in emptyDir `health`: (its mount point, the file).
+fn health_file(os: Os) -> (String, String) {
+    let dir = os.join(os.volume_root(), "health");
+    let file = os.join(&dir, "health");
+    (dir, file)
+}
+
+/// The exec liveness cases' container: agnhost `pause` with emptyDir `health` mounted and a
+/// liveness probe that `cat`s the [`health_file`].
+fn health_checked(os: Os) -> ContainerBuilder {
+    let (dir, file) = health_file(os);
+    ContainerBuilder::new("agnhost-container", "agnhost")
+        .args(["pause"])
+        .mount("health", &dir, false)
+        .with(liveness(exec_probe(os.shell(&os.cat(&file)))))
+}
+
+/// Creates `pod` and, once it runs, checks that `holds` stays true for [`OBSERVE`] (`why` says
+/// what in the failure). The "should not restart" and "never ready" cases all watch this way.
+async fn expect_steady(
+    f: &Framework,
+    pod: &crate::framework::PodBuilder,
+    holds: impl Fn(&Pod) -> bool,
+    why: &str,
+) -> CaseResult {
     f.create_pod(pod).await?;
     let api = f.api::<Pod>();
     f.wait_for(&api, pod.name(), wc::is_pod_phase("Running"), "to run")
         .await?;
-    f.consistently(
-        &api,
-        pod.name(),
-        |p: &Pod| restart_count(p) == 0,
-        "with zero restarts",
-        OBSERVE,
-    )
-    .await?;
+    f.consistently(&api, pod.name(), holds, why, OBSERVE).await?;
     Ok(())
+}
+
+/// Creates `pod` and checks that its restart count stays 0 for [`OBSERVE`] once it runs.
+async fn expect_no_restarts(f: &Framework, pod: &crate::framework::PodBuilder) -> CaseResult {
+    expect_steady(f, pod, |p: &Pod| restart_count(p) == 0, "with zero restarts").await
 }
 
 /// Creates `pod` and waits for its first restart.
@@ -154,8 +179,7 @@ pub(crate) const EXEC_NOT_RESTARTED: &str = "[sig-node] Probing container should
 /// in an emptyDir written by an init container (there is no `/tmp` on Windows).
 async fn exec_not_restarted(f: &Framework) -> CaseResult {
     let os = f.target_os();
-    let dir = os.join(os.volume_root(), "health");
-    let file = os.join(&dir, "health");
+    let (dir, file) = health_file(os);
     let pod = f
         .pod("liveness-exec-ok")
         .volume(empty_dir_volume("health"))
@@ -164,12 +188,7 @@ async fn exec_not_restarted(f: &Framework) -> CaseResult {
                 .command(os.shell(&os.write_file(&file, "ok")))
                 .mount("health", &dir, false),
         )
-        .container(
-            ContainerBuilder::new("agnhost-container", "agnhost")
-                .args(["pause"])
-                .mount("health", &dir, false)
-                .with(liveness(exec_probe(os.shell(&os.cat(&file))))),
-        );
+        .container(health_checked(os));
     expect_no_restarts(f, &pod).await
 }
 
@@ -181,18 +200,10 @@ pub(crate) const EXEC_RESTARTED: &str = "[sig-node] Probing container should be 
 /// kubelet restarts the container. Upstream removes the file after ten seconds; here it is never
 /// written (the emulated shells have no `rm`/`del`), which exercises the same failure path.
 async fn exec_restarted(f: &Framework) -> CaseResult {
-    let os = f.target_os();
-    let dir = os.join(os.volume_root(), "health");
-    let file = os.join(&dir, "health");
     let pod = f
         .pod("liveness-exec-fail")
         .volume(empty_dir_volume("health"))
-        .container(
-            ContainerBuilder::new("agnhost-container", "agnhost")
-                .args(["pause"])
-                .mount("health", &dir, false)
-                .with(liveness(exec_probe(os.shell(&os.cat(&file))))),
-        );
+        .container(health_checked(f.target_os()));
     expect_restart(f, &pod).await
 }
 
@@ -281,19 +292,13 @@ async fn readiness_fails(f: &Framework) -> CaseResult {
             .args(["pause"])
             .with(readiness(probe)),
     );
-    f.create_pod(&pod).await?;
-    let api = f.api::<Pod>();
-    f.wait_for(&api, pod.name(), wc::is_pod_phase("Running"), "to run")
-        .await?;
-    f.consistently(
-        &api,
-        pod.name(),
+    expect_steady(
+        f,
+        &pod,
         |p: &Pod| !is_ready(p) && restart_count(p) == 0,
         "unready with zero restarts",
-        OBSERVE,
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Upstream common/node/container_probe.go, readiness with an initial delay.
@@ -420,15 +425,9 @@ async fn run_hook_case(f: &Framework, hook: Hook, http: bool) -> CaseResult {
             .await?;
     }
     f.step(format!("deleting pod {name}"));
-    let uid = created.metadata.uid.clone().unwrap_or_default();
-    f.api::<Pod>()
-        .delete(&name, &DeleteParams::default().grace_period(15))
-        .await?;
-    f.wait_for_within(
-        &f.api::<Pod>(),
-        &name,
-        is_deleted(&uid),
-        "to be deleted",
+    f.delete_pod_and_wait(
+        &created,
+        &DeleteParams::default().grace_period(15),
         Duration::from_secs(60),
     )
     .await?;

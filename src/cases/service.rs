@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Service;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::network::{Endpoint, netexec_ready};
+use super::network::{Endpoint, create_endpoints, netexec_ready};
 use crate::catalog::{Case, Kind};
 use crate::cluster::NodeInfo;
 use crate::framework::netexec::{MAX_DIAL_TRIES, netexec_pod};
@@ -15,7 +16,7 @@ use crate::framework::services::{
     self, POLL_INTERVAL, SERVICE_HTTP_PORT, SERVICE_UDP_PORT, ServiceBuilder, UPSTREAM_STABILITY, WARM_UP, parse_env,
 };
 use crate::framework::workloads::print_env_script;
-use crate::framework::{CaseError, CaseResult, ContainerBuilder, Framework, PodBuilder, Protocol, pod_ip, pod_node};
+use crate::framework::{CaseError, CaseResult, ContainerBuilder, Framework, PodBuilder, Protocol, pod_node};
 use crate::os::Os;
 
 /// Upstream windows/service.go: a Windows pod reaches a NodePort Service of Windows pods.
@@ -73,19 +74,33 @@ async fn backends(f: &Framework, app: &str, os: Os, nodes: &[NodeInfo], n: usize
                 .on_node(&nodes[i % nodes.len()].name)
         })
         .collect();
-    for b in &builders {
-        f.create_pod(b).await?;
-    }
-    let mut out = Vec::new();
-    for b in &builders {
-        let pod = f.wait_pod_ready(b.name()).await?;
-        out.push(Endpoint {
-            name: b.name().into(),
-            ip: pod_ip(&pod)?,
-            node: pod_node(&pod),
-        });
-    }
-    Ok(out)
+    create_endpoints(f, &builders).await
+}
+
+/// Creates `svc` on the netexec ports selecting `app=<its name>`, `n` [`backends`] for it on
+/// `os` (over `nodes`), and waits until they are its ready endpoints; returns the Service as
+/// created and the backends.
+///
+/// Every Service case of this module with netexec backends starts this way.
+async fn service_with_backends(
+    f: &Framework,
+    svc: ServiceBuilder,
+    os: Os,
+    nodes: &[NodeInfo],
+    n: usize,
+) -> Result<(Service, Vec<Endpoint>), CaseError> {
+    let app = svc.name().to_string();
+    let created = f.create_service(&svc.selector("app", &app).netexec_ports()).await?;
+    let eps = backends(f, &app, os, nodes, n).await?;
+    f.wait_ready_endpoints(&app, eps.len()).await?;
+    Ok((created, eps))
+}
+
+/// The schedulable nodes of both OSes, Linux first.
+async fn every_node(f: &Framework) -> Result<Vec<NodeInfo>, CaseError> {
+    let mut all_nodes = f.schedulable_nodes(Os::Linux).await?;
+    all_nodes.extend(f.schedulable_nodes(Os::Windows).await?);
+    Ok(all_nodes)
 }
 
 fn names(eps: &[Endpoint]) -> BTreeSet<String> {
@@ -98,16 +113,8 @@ fn names(eps: &[Endpoint]) -> BTreeSet<String> {
 async fn nodeport_windows(f: &Framework) -> CaseResult {
     let os = f.target_os();
     let nodes = f.require_nodes(os, 1).await?;
-    let svc = f
-        .create_service(
-            &ServiceBuilder::node_port("nodeport-test")
-                .selector("app", "nodeport-test")
-                .netexec_ports(),
-        )
-        .await?;
+    let (svc, eps) = service_with_backends(f, ServiceBuilder::node_port("nodeport-test"), os, &nodes, 1).await?;
     let port = services::node_port(&svc, "http")?;
-    let eps = backends(f, "nodeport-test", os, &nodes, 1).await?;
-    f.wait_ready_endpoints("nodeport-test", eps.len()).await?;
     let client = netexec_ready(f, "client", os, None).await?;
     let node = &nodes[0];
     let ip = node
@@ -137,22 +144,13 @@ async fn nodeport_every_node(f: &Framework) -> CaseResult {
     let os = f.target_os();
     let target_nodes = f.require_nodes(os, 1).await?;
     f.require_nodes(os.other(), 1).await?;
-    let svc = f
-        .create_service(
-            &ServiceBuilder::node_port("nodeport-all")
-                .selector("app", "nodeport-all")
-                .netexec_ports(),
-        )
-        .await?;
+    let (svc, eps) = service_with_backends(f, ServiceBuilder::node_port("nodeport-all"), os, &target_nodes, 1).await?;
     let ports = [
         (Protocol::Http, services::node_port(&svc, "http")?),
         (Protocol::Udp, services::node_port(&svc, "udp")?),
     ];
-    let eps = backends(f, "nodeport-all", os, &target_nodes, 1).await?;
-    f.wait_ready_endpoints("nodeport-all", 1).await?;
     let expected = names(&eps);
-    let mut all_nodes = f.schedulable_nodes(Os::Linux).await?;
-    all_nodes.extend(f.schedulable_nodes(Os::Windows).await?);
+    let all_nodes = every_node(f).await?;
     let mut failed = Vec::new();
     let mut checked = 0;
     for client_os in Os::ALL {
@@ -216,18 +214,9 @@ async fn runner_get(addr: &str, path: &str) -> Result<String, String> {
 async fn nodeport_runner(f: &Framework) -> CaseResult {
     let os = f.target_os();
     let nodes = f.require_nodes(os, 1).await?;
-    let svc = f
-        .create_service(
-            &ServiceBuilder::node_port("nodeport-runner")
-                .selector("app", "nodeport-runner")
-                .netexec_ports(),
-        )
-        .await?;
+    let (svc, eps) = service_with_backends(f, ServiceBuilder::node_port("nodeport-runner"), os, &nodes, 1).await?;
     let port = services::node_port(&svc, "http")?;
-    let eps = backends(f, "nodeport-runner", os, &nodes, 1).await?;
-    f.wait_ready_endpoints("nodeport-runner", 1).await?;
-    let mut all_nodes = f.schedulable_nodes(Os::Linux).await?;
-    all_nodes.extend(f.schedulable_nodes(Os::Windows).await?);
+    let all_nodes = every_node(f).await?;
     let mut failed = Vec::new();
     for node in &all_nodes {
         let Some(ip) = node.internal_ip.clone() else {
@@ -274,16 +263,8 @@ async fn nodeport_runner(f: &Framework) -> CaseResult {
 async fn cluster_ip(f: &Framework) -> CaseResult {
     let os = f.target_os();
     let nodes = f.require_nodes(os, 1).await?;
-    let svc = f
-        .create_service(
-            &ServiceBuilder::cluster_ip("clusterip")
-                .selector("app", "clusterip")
-                .netexec_ports(),
-        )
-        .await?;
+    let (svc, eps) = service_with_backends(f, ServiceBuilder::cluster_ip("clusterip"), os, &nodes, 2).await?;
     let ip = services::cluster_ip(&svc)?;
-    let eps = backends(f, "clusterip", os, &nodes, 2).await?;
-    f.wait_ready_endpoints("clusterip", eps.len()).await?;
     let client = netexec_ready(f, "client", os, None).await?;
     let expected = names(&eps);
     for (protocol, port) in [(Protocol::Http, SERVICE_HTTP_PORT), (Protocol::Udp, SERVICE_UDP_PORT)] {
@@ -303,14 +284,7 @@ async fn cluster_ip(f: &Framework) -> CaseResult {
 async fn headless(f: &Framework) -> CaseResult {
     let os = f.target_os();
     let nodes = f.require_nodes(os, 1).await?;
-    f.create_service(
-        &ServiceBuilder::headless("headless")
-            .selector("app", "headless")
-            .netexec_ports(),
-    )
-    .await?;
-    let eps = backends(f, "headless", os, &nodes, 2).await?;
-    f.wait_ready_endpoints("headless", eps.len()).await?;
+    let (_, eps) = service_with_backends(f, ServiceBuilder::headless("headless"), os, &nodes, 2).await?;
     let client = netexec_ready(f, "client", os, None).await?;
     let want: BTreeSet<String> = eps.iter().map(|e| e.ip.clone()).collect();
     // Keep time to report: a lookup no server answers takes seconds.
@@ -340,7 +314,7 @@ async fn external_name(f: &Framework) -> CaseResult {
     f.require_nodes(os, 1).await?;
     let target = services::service_fqdn("kubernetes", "default");
     f.create_service(&ServiceBuilder::external_name("ext", &target)).await?;
-    let api: kube::Api<k8s_openapi::api::core::v1::Service> = kube::Api::namespaced(f.client(), "default");
+    let api: kube::Api<Service> = kube::Api::namespaced(f.client(), "default");
     let want = services::cluster_ip(&api.get("kubernetes").await?)?;
     let client = netexec_ready(f, "client", os, None).await?;
     let lookup = f
@@ -395,17 +369,9 @@ async fn env_vars(f: &Framework) -> CaseResult {
 async fn session_affinity(f: &Framework) -> CaseResult {
     let os = f.target_os();
     let nodes = f.require_nodes(os, 1).await?;
-    let svc = f
-        .create_service(
-            &ServiceBuilder::cluster_ip("affinity")
-                .selector("app", "affinity")
-                .netexec_ports()
-                .session_affinity_client_ip(),
-        )
-        .await?;
+    let affinity = ServiceBuilder::cluster_ip("affinity").session_affinity_client_ip();
+    let (svc, eps) = service_with_backends(f, affinity, os, &nodes, 2).await?;
     let ip = services::cluster_ip(&svc)?;
-    let eps = backends(f, "affinity", os, &nodes, 2).await?;
-    f.wait_ready_endpoints("affinity", eps.len()).await?;
     let client = netexec_ready(f, "client", os, None).await?;
     let mut seen = BTreeSet::new();
     let mut answered = 0;
@@ -457,11 +423,7 @@ async fn mixed_endpoints(f: &Framework) -> CaseResult {
         let name = format!("mixed-{}", pod_os.as_str());
         let b = netexec_pod(&name, pod_os).label("app", "mixed").on_node(&nodes[0].name);
         let pod = f.create_pod_ready(&b).await?;
-        eps.push(Endpoint {
-            name,
-            ip: pod_ip(&pod)?,
-            node: pod_node(&pod),
-        });
+        eps.push(Endpoint::of(&name, &pod)?);
     }
     let ready = f.wait_ready_endpoints("mixed", 2).await?;
     for ep in &eps {

@@ -1,6 +1,7 @@
 //! Volume mounts on Windows: read-only emptyDir and hostPath mounts (upstream
 //! `test/e2e/windows/volumes.go`), and the mounts Windows does not support (emptyDir
-//! `medium: Memory`, subPath) reported with a clear reason.
+//! `medium: Memory`, subPath) reported with a clear reason; and a host named pipe mapped into a
+//! Windows container through a hostPath volume.
 
 use std::time::Duration;
 
@@ -20,6 +21,9 @@ pub const MEMORY_MEDIUM: &str = "[sig-windows] Volume support emptyDir with medi
 /// subPath mounts: work where supported, refused with a reason elsewhere.
 pub const SUB_PATH: &str = "[sig-windows] Volume support a subPath mount should work where supported and fail with a reason naming it elsewhere";
 
+/// A host named pipe mapped into a Windows container by a hostPath volume.
+pub const NAMED_PIPE: &str = "[sig-windows] [Feature:Windows] Windows volume mounts named pipe hostPath mounts should make the host's named pipe visible in the container and only there";
+
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
     vec![
@@ -27,6 +31,7 @@ pub fn cases() -> Vec<Case> {
         crate::case!(READ_ONLY_HOST_PATH, Kind::WindowsSpecific, read_only_host_path),
         crate::case!(MEMORY_MEDIUM, Kind::Substitute, memory_medium),
         crate::case!(SUB_PATH, Kind::Substitute, sub_path),
+        crate::case!(NAMED_PIPE, Kind::WindowsSpecific, named_pipe),
     ]
 }
 
@@ -229,4 +234,74 @@ async fn sub_path(f: &Framework) -> CaseResult {
                 }),
         );
     supported_or_reported(f, os, b, &path, os.supports_file_mounts(), "subpath").await
+}
+
+/// The host pipe the named-pipe case maps: containerd's CRI endpoint, present on every Windows
+/// node that runs containerd (the only runtime the kubelet supports on Windows today), and the
+/// pipe real DaemonSets mount to reach the runtime.
+const HOST_PIPE: &str = "containerd-containerd";
+
+/// A hostPath volume `\\.\pipe\containerd-containerd` mounted at the same pipe path in one
+/// container of a pod and not in the other: the pipe must be in the first container's pipe
+/// namespace (`dir /b \\.\pipe\`) and absent from the second's, which proves it came through
+/// the mount rather than being there anyway. Both listings must be non-empty (a container always
+/// has its own system pipes), so an empty answer never counts as "absent".
+async fn named_pipe(f: &Framework) -> CaseResult {
+    let os = f.target_os();
+    let Some(list) = os.list_named_pipes() else {
+        return Err(f.skip(format!("{} containers have no named pipes", os.title())));
+    };
+    f.require_nodes(os, 1).await?;
+    let pipe_path = format!(r"\\.\pipe\{HOST_PIPE}");
+    let b = PodBuilder::new("pod-named-pipe", os)
+        .volume(Volume {
+            name: "runtime-pipe".into(),
+            host_path: Some(HostPathVolumeSource {
+                path: pipe_path.clone(),
+                type_: None,
+            }),
+            ..Default::default()
+        })
+        .container(ContainerBuilder::new("with-pipe", "agnhost").args(["pause"]).mount(
+            "runtime-pipe",
+            &pipe_path,
+            false,
+        ))
+        .container(ContainerBuilder::new("without-pipe", "agnhost").args(["pause"]));
+    let pod = f.create_pod_ready(&b).await?;
+    let node = crate::framework::pod_node(&pod);
+    let mut seen = Vec::new();
+    for container in ["with-pipe", "without-pipe"] {
+        let out = f.exec_shell("pod-named-pipe", Some(container), os, list).await?;
+        let names: Vec<String> = out
+            .out()
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
+        crate::ensure!(
+            out.exit_code == 0 && !names.is_empty(),
+            "container {container} of pod-named-pipe on node {node}: expected `{list}` to list the container's named pipes, got exit {} and {:?}",
+            out.exit_code,
+            format!("{}{}", out.stdout, out.stderr).trim()
+        );
+        seen.push(names.iter().any(|n| n.eq_ignore_ascii_case(HOST_PIPE)));
+        f.step(format!(
+            "{container}: {} named pipes: {}",
+            names.len(),
+            names.join(", ")
+        ));
+        if container == "with-pipe" {
+            crate::ensure!(
+                seen[0],
+                "host named pipe {pipe_path} mounted through hostPath into container with-pipe on node {node}: expected it among the container's named pipes, saw {names:?}"
+            );
+        } else {
+            crate::ensure!(
+                !seen[1],
+                "container without-pipe on node {node} mounts no volume, yet lists the host's named pipe {pipe_path} ({names:?}): the pipe is not isolated per container"
+            );
+        }
+    }
+    Ok(())
 }

@@ -6,11 +6,12 @@
 //! `if windows`.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, Pod, PodOS, PodSpec, Toleration, Volume, VolumeMount,
 };
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
 
 use super::wait::conditions;
 use super::{CaseError, Framework, RUN_ID_LABEL};
@@ -459,6 +460,36 @@ impl Framework {
             )
             .await?;
         done.ok_or_else(|| CaseError::failed(format!("pod {} vanished before finishing", pod.name)))
+    }
+
+    /// Deletes `pod` with `params` and waits, at most `within`, until that pod (its uid: not a
+    /// successor of the same name) is gone.
+    ///
+    /// The cases that check a pod's deletion (graceful periods, hooks run on deletion, failed
+    /// pods) all delete and then watch the uid disappear; this is that pair, with the wait
+    /// message "to be deleted" they share.
+    ///
+    /// # Errors
+    /// When the API refuses the deletion, or the pod is still there after `within`.
+    pub async fn delete_pod_and_wait(
+        &self,
+        pod: &Pod,
+        params: &DeleteParams,
+        within: Duration,
+    ) -> Result<(), CaseError> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let api = self.api::<Pod>();
+        api.delete(&name, params).await?;
+        self.wait_for_within(
+            &api,
+            &name,
+            kube::runtime::wait::conditions::is_deleted(&uid),
+            "to be deleted",
+            within,
+        )
+        .await?;
+        Ok(())
     }
 }
 

@@ -222,9 +222,10 @@ impl SimCluster {
         for i in 0..span {
             let offset = u8::try_from((start + i) % span).expect("the offset is below the span");
             let block = AddressBlock(addr::FIRST_BLOCK + offset);
-            // A block serves one cluster per process: a stopped cluster's pod sockets can
-            // outlive its API server for a moment, and a successor on the same addresses would
-            // see its pods fail to bind (test harnesses start dozens of clusters in turn).
+            // A block serves one cluster per process. A stopped cluster frees its pods'
+            // addresses (tests/sim_shutdown.rs), but its API server, proxies and DNS close their
+            // sockets asynchronously; a fresh block means a successor never races them (test
+            // harnesses start dozens of clusters in turn, and there are 40 blocks).
             if !USED_BLOCKS.lock().expect("used blocks lock").insert(block.0) {
                 continue;
             }

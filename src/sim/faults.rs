@@ -285,6 +285,11 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "each container of a pod gets a private emptyDir instead of the pod's shared one",
     },
     Switch {
+        name: "named-pipes-as-directories",
+        arg: Arg::None,
+        breaks: "Windows kubelets mount a hostPath named pipe (\\\\.\\pipe\\NAME) as an empty directory instead of mapping the host's pipe (a runtime without named-pipe support)",
+    },
+    Switch {
         name: "unsupported-mounts-accepted",
         arg: Arg::None,
         breaks: "Windows kubelets silently accept emptyDir medium Memory and subPath/single-file mounts instead of failing the container",

@@ -1,8 +1,15 @@
-// Each harness uses a part of this module; what one leaves unused is not dead.
+// Each test binary uses a part of this module; what one leaves unused is not dead.
 #![allow(dead_code)]
 
-//! What the libtest-mimic harnesses (`e2e`, `can_fail`) share: a run context for a target OS
-//! over a connected cluster, and one attempt of one case, as the runner does it.
+//! What several test binaries share (each declares `mod support;`):
+//! - the libtest-mimic harnesses (`e2e`, `can_fail`): a run context for a target OS over a
+//!   connected cluster, and one attempt of one case, as the runner does it (this file);
+//! - `doctor`, `prepull`, `interrupt`: `crossconf sim` as a child process ([`sim_process`]);
+//! - `sim_api_kubectl`, `sim_kubectl_pods`, `sim_python_client`: finding kubectl, the CI rule
+//!   for a missing client, and a cluster with a kubeconfig for them ([`real_clients`]).
+
+pub mod real_clients;
+pub mod sim_process;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

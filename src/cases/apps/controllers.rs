@@ -1,14 +1,20 @@
 //! ReplicaSet, ReplicationController, Deployment, StatefulSet and DaemonSet cases.
 
 use std::collections::BTreeSet;
+use std::fmt::Debug;
 use std::time::Duration;
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Container, ExecAction, Pod, PodStatus, Probe, ReplicationController};
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::Condition;
 use kube::runtime::wait::conditions::is_deleted;
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
+use super::ReadyFile;
 use crate::case;
 use crate::catalog::{Case, Kind};
 use crate::framework::services::ServiceBuilder;
@@ -61,6 +67,25 @@ fn web(f: &Framework, app: &str, image: &str) -> Result<k8s_openapi::api::core::
     Ok(template_of(pod.build(f)?))
 }
 
+/// Waits until Deployment `name` has rolled out (`why` says what for, in the failure).
+async fn wait_rolled_out(f: &Framework, name: &str, why: &str) -> CaseResult {
+    f.wait_for(&f.api::<Deployment>(), name, wc::is_deployment_rolled_out(), why)
+        .await?;
+    Ok(())
+}
+
+/// Creates the headless Service `test` that governs the StatefulSet cases' pods (`name=ss`).
+async fn create_sts_service(f: &Framework) -> CaseResult {
+    f.create(
+        &ServiceBuilder::headless("test")
+            .selector("name", "ss")
+            .port("http", 80, 80, "TCP")
+            .build(f.ns(), &f.run().run_id),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Every pod answers its own name on the serve-hostname port (upstream `PodProxyResponseChecker`).
 async fn expect_each_serves_its_name(f: &Framework, pods: &[Pod]) -> CaseResult {
     ensure!(!pods.is_empty(), "no pods to check");
@@ -79,6 +104,23 @@ async fn expect_each_serves_its_name(f: &Framework, pods: &[Pod]) -> CaseResult 
 
 // --- serve a basic image ---------------------------------------------------------------------
 
+/// Creates `workload` (two serve-hostname replicas of `app`), waits until `ready` holds for it,
+/// and checks that each of its two pods answers with its own name.
+///
+/// Upstream's ReplicaSet and ReplicationController "serve a basic image" cases are this flow over
+/// the two kinds.
+async fn expect_replicas_serve<K>(f: &Framework, app: &str, workload: &K, ready: impl Condition<K>) -> CaseResult
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + Send + Serialize + DeserializeOwned + 'static,
+    <K as Resource>::DynamicType: Default,
+{
+    f.create(workload).await?;
+    f.wait_for(&f.api::<K>(), app, ready, "to have 2 ready replicas")
+        .await?;
+    let pods = f.wait_pods_ready(&format!("name={app}"), 2).await?;
+    expect_each_serves_its_name(f, &pods).await
+}
+
 /// Upstream apps/replica_set.go "should serve a basic image on each replica with a public image".
 pub(crate) const RS_SERVE_IMAGE: &str =
     "[sig-apps] ReplicaSet should serve a basic image on each replica with a public image [Conformance]";
@@ -87,16 +129,8 @@ pub(crate) const RS_SERVE_IMAGE: &str =
 /// its own name.
 async fn rs_serve_image(f: &Framework) -> CaseResult {
     let app = "my-hostname-basic";
-    f.create(&replica_set(app, 2, serve_hostname(f, app)?)).await?;
-    f.wait_for(
-        &f.api::<ReplicaSet>(),
-        app,
-        wl::replica_set_ready(2),
-        "to have 2 ready replicas",
-    )
-    .await?;
-    let pods = f.wait_pods_ready(&format!("name={app}"), 2).await?;
-    expect_each_serves_its_name(f, &pods).await
+    let rs = replica_set(app, 2, serve_hostname(f, app)?);
+    expect_replicas_serve(f, app, &rs, wl::replica_set_ready(2)).await
 }
 
 /// Upstream apps/rc.go "should serve a basic image on each replica with a public image".
@@ -106,17 +140,8 @@ pub(crate) const RC_SERVE_IMAGE: &str =
 /// Upstream rc.go: as for ReplicaSets, with a ReplicationController.
 async fn rc_serve_image(f: &Framework) -> CaseResult {
     let app = "my-hostname-basic-rc";
-    f.create(&replication_controller(app, 2, serve_hostname(f, app)?))
-        .await?;
-    f.wait_for(
-        &f.api::<ReplicationController>(),
-        app,
-        wl::replication_controller_ready(2),
-        "to have 2 ready replicas",
-    )
-    .await?;
-    let pods = f.wait_pods_ready(&format!("name={app}"), 2).await?;
-    expect_each_serves_its_name(f, &pods).await
+    let rc = replication_controller(app, 2, serve_hostname(f, app)?);
+    expect_replicas_serve(f, app, &rc, wl::replication_controller_ready(2)).await
 }
 
 // --- adopt and release -----------------------------------------------------------------------
@@ -255,6 +280,28 @@ where
     Ok(())
 }
 
+/// Waits until workload `name` (just created with one replica) satisfies `at_one`, scales it to
+/// two through the scale subresource, waits for `at_two`, and returns its two ready pods
+/// (`name=<name>`). Each condition comes with the `why` its wait reports.
+///
+/// The ReplicaSet, Deployment and StatefulSet scale cases are this flow over three kinds.
+async fn scale_one_to_two<K>(
+    f: &Framework,
+    name: &str,
+    at_one: (impl Condition<K>, &str),
+    at_two: (impl Condition<K>, &str),
+) -> Result<Vec<Pod>, CaseError>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + Send + Serialize + DeserializeOwned + 'static,
+    <K as Resource>::DynamicType: Default,
+{
+    let api = f.api::<K>();
+    f.wait_for(&api, name, at_one.0, at_one.1).await?;
+    scale_to(f, &api, name, 1, 2).await?;
+    f.wait_for(&api, name, at_two.0, at_two.1).await?;
+    f.wait_pods_ready(&format!("name={name}"), 2).await
+}
+
 /// Upstream apps/replica_set.go "Replicaset should have a working scale subresource".
 pub(crate) const RS_SCALE: &str =
     "[sig-apps] ReplicaSet Replicaset should have a working scale subresource [Conformance]";
@@ -263,13 +310,14 @@ pub(crate) const RS_SCALE: &str =
 async fn rs_scale(f: &Framework) -> CaseResult {
     let app = "test-rs-scale";
     f.create(&replica_set(app, 1, serve_hostname(f, app)?)).await?;
-    let api = f.api::<ReplicaSet>();
-    f.wait_for(&api, app, wl::replica_set_ready(1), "to have 1 ready replica")
-        .await?;
-    scale_to(f, &api, app, 1, 2).await?;
-    f.wait_for(&api, app, wl::replica_set_ready(2), "to have 2 ready replicas")
-        .await?;
-    f.wait_pods_ready(&format!("name={app}"), 2).await.map(|_| ())
+    scale_one_to_two(
+        f,
+        app,
+        (wl::replica_set_ready(1), "to have 1 ready replica"),
+        (wl::replica_set_ready(2), "to have 2 ready replicas"),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Upstream apps/deployment.go "Deployment should have a working scale subresource".
@@ -280,13 +328,14 @@ pub(crate) const DEPLOY_SCALE: &str =
 async fn deploy_scale(f: &Framework) -> CaseResult {
     let app = "test-new-deployment";
     f.create(&deployment(app, 1, web(f, app, "httpd")?)).await?;
-    let api = f.api::<Deployment>();
-    f.wait_for(&api, app, wc::is_deployment_rolled_out(), "to roll out")
-        .await?;
-    scale_to(f, &api, app, 1, 2).await?;
-    f.wait_for(&api, app, wc::is_deployment_rolled_out(), "to roll out 2 replicas")
-        .await?;
-    f.wait_pods_ready(&format!("name={app}"), 2).await.map(|_| ())
+    scale_one_to_two(
+        f,
+        app,
+        (wc::is_deployment_rolled_out(), "to roll out"),
+        (wc::is_deployment_rolled_out(), "to roll out 2 replicas"),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Upstream apps/statefulset.go "should have a working scale subresource".
@@ -296,21 +345,15 @@ pub(crate) const STS_SCALE: &str = "[sig-apps] StatefulSet Basic StatefulSet fun
 /// Upstream statefulset.go: a one-replica StatefulSet is scaled to two through the scale
 /// subresource; the pods carry the stable names ss-0 and ss-1.
 async fn sts_scale(f: &Framework) -> CaseResult {
-    f.create(
-        &ServiceBuilder::headless("test")
-            .selector("name", "ss")
-            .port("http", 80, 80, "TCP")
-            .build(f.ns(), &f.run().run_id),
+    create_sts_service(f).await?;
+    f.create(&stateful_set("ss", "test", 1, web(f, "ss", "httpd")?)).await?;
+    let pods = scale_one_to_two(
+        f,
+        "ss",
+        (wl::stateful_set_at(1), "to have 1 ready replica"),
+        (wl::stateful_set_at(2), "to have 2 ready replicas"),
     )
     .await?;
-    f.create(&stateful_set("ss", "test", 1, web(f, "ss", "httpd")?)).await?;
-    let api = f.api::<StatefulSet>();
-    f.wait_for(&api, "ss", wl::stateful_set_at(1), "to have 1 ready replica")
-        .await?;
-    scale_to(f, &api, "ss", 1, 2).await?;
-    f.wait_for(&api, "ss", wl::stateful_set_at(2), "to have 2 ready replicas")
-        .await?;
-    let pods = f.wait_pods_ready("name=ss", 2).await?;
     let got = names(&pods);
     ensure!(
         got == BTreeSet::from(["ss-0".to_string(), "ss-1".to_string()]),
@@ -330,16 +373,8 @@ pub(crate) const STS_ORDERED: &str = "[sig-apps] StatefulSet Basic StatefulSet f
 /// case writes its file, and only then does the next ordinal appear. Scaling back to 0 removes
 /// ss-2, ss-1, ss-0 in that order.
 async fn sts_ordered(f: &Framework) -> CaseResult {
-    let os = f.target_os();
-    let dir = os.join(os.volume_root(), "ready");
-    let file = os.join(&dir, "ready");
-    let probe = Probe {
-        exec: Some(ExecAction {
-            command: Some(os.shell(&os.cat(&file))),
-        }),
-        period_seconds: Some(1),
-        ..Default::default()
-    };
+    let gate = ReadyFile::new(f.target_os());
+    let probe = gate.probe();
     let pod = f
         .pod("ss")
         .label("name", "ss")
@@ -347,16 +382,10 @@ async fn sts_ordered(f: &Framework) -> CaseResult {
         .container(
             ContainerBuilder::new("agnhost", "agnhost")
                 .args(["pause"])
-                .mount("ready", &dir, false)
+                .mount("ready", &gate.dir, false)
                 .with(move |c: &mut Container| c.readiness_probe = Some(probe.clone())),
         );
-    f.create(
-        &ServiceBuilder::headless("test")
-            .selector("name", "ss")
-            .port("http", 80, 80, "TCP")
-            .build(f.ns(), &f.run().run_id),
-    )
-    .await?;
+    create_sts_service(f).await?;
     f.create(&stateful_set("ss", "test", 3, template_of(pod.build(f)?)))
         .await?;
     let pods = f.api::<Pod>();
@@ -374,12 +403,7 @@ async fn sts_ordered(f: &Framework) -> CaseResult {
                 "StatefulSet ss created {next} while {name} was unready: scaling did not halt"
             );
         }
-        let wrote = f.exec_shell(&name, None, os, &os.write_file(&file, "ok")).await?;
-        ensure!(
-            wrote.exit_code == 0,
-            "writing the readiness file in {name} failed: {:?}",
-            wrote.stderr
-        );
+        gate.write(f, &name).await?;
         f.wait_pod_ready(&name).await?;
     }
     f.step("scaling ss down to 0");
@@ -437,13 +461,7 @@ async fn roll_to(f: &Framework, name: &str, image: &str) -> Result<Vec<Pod>, Cas
     f.api::<Deployment>()
         .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
         .await?;
-    f.wait_for(
-        &f.api::<Deployment>(),
-        name,
-        wc::is_deployment_rolled_out(),
-        "to roll out the new image",
-    )
-    .await?;
+    wait_rolled_out(f, name, "to roll out the new image").await?;
     f.wait_list(
         &f.api::<Pod>(),
         &format!("name={name}"),
@@ -467,13 +485,7 @@ pub(crate) const DEPLOY_ROLLING: &str =
 async fn deploy_rolling(f: &Framework) -> CaseResult {
     let app = "test-rolling-update-deployment";
     let d = f.create(&deployment(app, 2, web(f, app, "httpd")?)).await?;
-    f.wait_for(
-        &f.api::<Deployment>(),
-        app,
-        wc::is_deployment_rolled_out(),
-        "to roll out",
-    )
-    .await?;
+    wait_rolled_out(f, app, "to roll out").await?;
     let pods = roll_to(f, app, "httpd-new").await?;
     ensure!(
         pods.len() == 2,
@@ -509,13 +521,7 @@ pub(crate) const DEPLOY_RECREATE: &str =
 async fn deploy_recreate(f: &Framework) -> CaseResult {
     let app = "test-recreate-deployment";
     f.create(&recreate_deployment(app, 2, web(f, app, "httpd")?)).await?;
-    f.wait_for(
-        &f.api::<Deployment>(),
-        app,
-        wc::is_deployment_rolled_out(),
-        "to roll out",
-    )
-    .await?;
+    wait_rolled_out(f, app, "to roll out").await?;
     let old = f.image("httpd", f.target_os())?;
     let new = f.image("httpd-new", f.target_os())?;
     let overlap = std::sync::Mutex::new(None::<Vec<String>>);
@@ -558,13 +564,7 @@ async fn deploy_history(f: &Framework) -> CaseResult {
         spec.revision_history_limit = Some(0);
     }
     let d = f.create(&d).await?;
-    f.wait_for(
-        &f.api::<Deployment>(),
-        app,
-        wc::is_deployment_rolled_out(),
-        "to roll out",
-    )
-    .await?;
+    wait_rolled_out(f, app, "to roll out").await?;
     roll_to(f, app, "httpd-new").await?;
     let uid = d.uid().unwrap_or_default();
     let owned = |sets: &[ReplicaSet]| {

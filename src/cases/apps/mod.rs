@@ -10,7 +10,11 @@ mod batch;
 mod controllers;
 mod services;
 
+use k8s_openapi::api::core::v1::{ExecAction, Probe};
+
 use crate::catalog::Case;
+use crate::framework::{CaseResult, Framework};
+use crate::os::Os;
 
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
@@ -18,6 +22,51 @@ pub fn cases() -> Vec<Case> {
     cases.extend(batch::cases());
     cases.extend(services::cases());
     cases
+}
+
+/// A readiness gate the case opens by hand: a file in emptyDir `ready` that the pods' readiness
+/// probe reads, absent (so the pods stay unready) until the case writes it in a pod.
+///
+/// The StatefulSet ordering case and the unready-endpoints Service case both hold pods unready
+/// this way (upstream uses a probe on a file too).
+struct ReadyFile {
+    os: Os,
+    /// The emptyDir's mount point.
+    dir: String,
+    /// The file the probe reads.
+    file: String,
+}
+
+impl ReadyFile {
+    fn new(os: Os) -> ReadyFile {
+        let dir = os.join(os.volume_root(), "ready");
+        let file = os.join(&dir, "ready");
+        ReadyFile { os, dir, file }
+    }
+
+    /// The readiness probe: `cat` the file, every second.
+    fn probe(&self) -> Probe {
+        Probe {
+            exec: Some(ExecAction {
+                command: Some(self.os.shell(&self.os.cat(&self.file))),
+            }),
+            period_seconds: Some(1),
+            ..Default::default()
+        }
+    }
+
+    /// Writes the file in pod `pod`, which makes it ready at its next probe.
+    async fn write(&self, f: &Framework, pod: &str) -> CaseResult {
+        let wrote = f
+            .exec_shell(pod, None, self.os, &self.os.write_file(&self.file, "ok"))
+            .await?;
+        crate::ensure!(
+            wrote.exit_code == 0,
+            "writing the readiness file in {pod} failed: {:?}",
+            wrote.stderr
+        );
+        Ok(())
+    }
 }
 
 /// Every adapted case of issue 7, in registration order (pods, config, probes, apps, policy).

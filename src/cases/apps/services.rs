@@ -8,11 +8,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, ExecAction, Pod, Probe, Service};
+use k8s_openapi::api::core::v1::{Container, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, Patch, PatchParams};
 
+use super::ReadyFile;
 use crate::case;
 use crate::catalog::{Case, Kind};
 use crate::ensure;
@@ -316,15 +317,9 @@ pub(crate) const UNREADY_ENDPOINTS: &str = "[sig-network] Services should create
 /// probe passes; then both list it ready. Readiness follows a file the case writes.
 async fn unready_endpoints(f: &Framework) -> CaseResult {
     let os = f.target_os();
-    let (dir, app) = (os.join(os.volume_root(), "ready"), "unready-test");
-    let file = os.join(&dir, "ready");
-    let probe = Probe {
-        exec: Some(ExecAction {
-            command: Some(os.shell(&os.cat(&file))),
-        }),
-        period_seconds: Some(1),
-        ..Default::default()
-    };
+    let app = "unready-test";
+    let gate = ReadyFile::new(os);
+    let (probe, dir) = (gate.probe(), gate.dir.clone());
     let pod = netexec_pod(app, os)
         .label("app", app)
         .volume(empty_dir_volume("ready"))
@@ -377,12 +372,7 @@ async fn unready_endpoints(f: &Framework) -> CaseResult {
     ensure!(pod_ip(&still).is_ok(), "pod {app} has no IP although it runs");
 
     f.step("making the pod ready");
-    let wrote = f.exec_shell(app, None, os, &os.write_file(&file, "ok")).await?;
-    ensure!(
-        wrote.exit_code == 0,
-        "writing the readiness file in {app} failed: {:?}",
-        wrote.stderr
-    );
+    gate.write(f, app).await?;
     f.wait_pod_ready(app).await?;
     wait_endpoints(f, "normal", &[(app, "http", 8080), (app, "udp", 8081)]).await
 }

@@ -19,6 +19,19 @@ fn put(st: &AppState, key: &str, mut obj: Value) {
         .expect("bootstrap objects are unique");
 }
 
+/// An object named `kubernetes` in `default` with `labels` and the fields of `rest`: the API
+/// server's own Service, Endpoints and EndpointSlice differ only in kind, labels and body.
+fn kubernetes_object(api_version: &str, kind: &str, labels: Value, rest: Value) -> Value {
+    let mut obj = json!({
+        "apiVersion": api_version, "kind": kind,
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+    });
+    if let (Some(m), Value::Object(rest)) = (obj.as_object_mut(), rest) {
+        m.extend(rest);
+    }
+    obj
+}
+
 /// The namespace object as the namespace admission creates it.
 pub fn namespace_object(name: &str) -> Value {
     json!({
@@ -40,44 +53,50 @@ pub fn bootstrap(st: &AppState) {
     put(
         st,
         "/services",
-        json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": "kubernetes", "namespace": "default",
-                         "labels": {"component": "apiserver", "provider": "kubernetes"}},
-            "spec": {
-                "clusterIP": block.kubernetes_service().to_string(),
-                "clusterIPs": [block.kubernetes_service().to_string()],
-                "internalTrafficPolicy": "Cluster",
-                "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
-                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
-                "sessionAffinity": "None", "type": "ClusterIP"
-            },
-            "status": {"loadBalancer": {}}
-        }),
+        kubernetes_object(
+            "v1",
+            "Service",
+            json!({"component": "apiserver", "provider": "kubernetes"}),
+            json!({
+                "spec": {
+                    "clusterIP": block.kubernetes_service().to_string(),
+                    "clusterIPs": [block.kubernetes_service().to_string()],
+                    "internalTrafficPolicy": "Cluster",
+                    "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                    "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+                    "sessionAffinity": "None", "type": "ClusterIP"
+                },
+                "status": {"loadBalancer": {}}
+            }),
+        ),
     );
     put(
         st,
         "/endpoints",
-        json!({
-            "apiVersion": "v1", "kind": "Endpoints",
-            "metadata": {"name": "kubernetes", "namespace": "default",
-                         "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
-            "subsets": [{"addresses": [{"ip": api_ip}],
-                         "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]
-        }),
+        kubernetes_object(
+            "v1",
+            "Endpoints",
+            json!({"endpointslice.kubernetes.io/skip-mirror": "true"}),
+            json!({
+                "subsets": [{"addresses": [{"ip": api_ip}],
+                             "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]
+            }),
+        ),
     );
     put(
         st,
         "discovery.k8s.io/endpointslices",
-        json!({
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "kubernetes", "namespace": "default",
-                         "labels": {"kubernetes.io/service-name": "kubernetes",
-                                    "endpointslice.kubernetes.io/managed-by": "endpointslicemirroring-controller.k8s.io"}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [api_ip], "conditions": {"ready": true, "serving": true, "terminating": false}}],
-            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]
-        }),
+        kubernetes_object(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            json!({"kubernetes.io/service-name": "kubernetes",
+                   "endpointslice.kubernetes.io/managed-by": "endpointslicemirroring-controller.k8s.io"}),
+            json!({
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [api_ip], "conditions": {"ready": true, "serving": true, "terminating": false}}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}]
+            }),
+        ),
     );
     for (name, value, desc) in [
         (

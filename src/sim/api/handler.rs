@@ -184,11 +184,11 @@ async fn resource(
         }
         (None, Some(_), m) if *m == Method::PUT => {
             verb_ok("update")?;
-            objects::update(st, t, q, headers, body, None)
+            objects::update(st, t, q, headers, body)
         }
         (None, Some(_), m) if *m == Method::PATCH => {
             verb_ok("patch")?;
-            objects::patch_object(st, t, q, headers, body, None)
+            objects::patch_object(st, t, q, headers, body)
         }
         (None, Some(_), m) if *m == Method::DELETE => {
             verb_ok("delete")?;
@@ -201,12 +201,12 @@ async fn resource(
             }
             match (sub, m.as_str()) {
                 ("status", "GET") => objects::get(st, t, q, headers),
-                ("status", "PUT") => objects::update(st, t, q, headers, body, Some("status")),
-                ("status", "PATCH") => objects::patch_object(st, t, q, headers, body, Some("status")),
+                ("status", "PUT") => objects::update(st, t, q, headers, body),
+                ("status", "PATCH") => objects::patch_object(st, t, q, headers, body),
                 ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body),
                 ("binding", "POST") => objects::bind(st, &ns, name, body),
                 ("eviction", "POST") => objects::evict(st, &ns, name, q, body),
-                ("finalize", "PUT") => objects::update(st, t, q, headers, body, Some("finalize")),
+                ("finalize", "PUT") => objects::update(st, t, q, headers, body),
                 ("token", "POST") => objects::token_request(st, &ns, name, body),
                 _ => Err(ApiError::method_not_allowed(format!(
                     "{m} is not supported on {}/{sub}",

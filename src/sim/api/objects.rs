@@ -84,14 +84,18 @@ fn target_name(t: &Target) -> ApiResult<String> {
         .ok_or_else(|| ApiError::method_not_allowed("a resource name is required"))
 }
 
+/// The stored object `ns/name` of `def`, or upstream's NotFound for it. Every verb on one
+/// object (get, update, scale, patch, delete) starts by reading it this way; scale and patch
+/// read it again on each conflict retry.
+fn stored(st: &AppState, def: &ResourceDef, ns: &str, name: &str) -> ApiResult<Value> {
+    st.store
+        .get(&def.storage_key(), ns, name)
+        .ok_or_else(|| ApiError::not_found(def.group, def.plural, name))
+}
+
 /// GET of one object.
 pub fn get(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap) -> ApiResult<Response> {
-    let ns = scope_ns(t)?;
-    let name = target_name(t)?;
-    let obj = st
-        .store
-        .get(&t.def.storage_key(), &ns, &name)
-        .ok_or_else(|| ApiError::not_found(t.def.group, t.def.plural, &name))?;
+    let obj = stored(st, t.def, &scope_ns(t)?, &target_name(t)?)?;
     let obj = present(t.def, obj);
     if let Some(opts) = table::wants(headers, q.get("includeObject").map(String::as_str)) {
         return Ok(json_response(200, &table::render(t.def, &[obj], &opts, None), &[]));
@@ -332,7 +336,7 @@ pub async fn create(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
             return Ok(json_response(201, &present(def, candidate), &warnings));
         }
         match st.store.create(&def.storage_key(), &ns, &name, candidate) {
-            Ok(stored) => return Ok(json_response(201, &present(def, stored), &warnings)),
+            Ok(written) => return Ok(json_response(201, &present(def, written), &warnings)),
             Err(StoreError::Exists) if explicit.is_empty() && attempt < 7 => continue,
             Err(e) => return Err(store_err(def, &name, e)),
         }
@@ -454,16 +458,10 @@ pub fn commit(
         .map_err(|e| store_err(def, &name, e))
 }
 
-/// PUT of an object or of its status/finalize subresource.
-pub fn update(
-    st: &AppState,
-    t: &Target,
-    q: &Query,
-    headers: &HeaderMap,
-    body: &[u8],
-    sub: Option<&str>,
-) -> ApiResult<Response> {
+/// PUT of an object or of its status/finalize subresource (the target's).
+pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
     let def = t.def;
+    let sub = t.sub.as_deref();
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
     let Decoded {
@@ -486,10 +484,7 @@ pub fn update(
             ));
         }
     }
-    let old = st
-        .store
-        .get(&def.storage_key(), &ns, &name)
-        .ok_or_else(|| ApiError::not_found(def.group, def.plural, &name))?;
+    let old = stored(st, def, &ns, &name)?;
     let precondition = obj
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -508,9 +503,8 @@ pub fn update(
         out["spec"]["finalizers"] = obj.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
         obj = out;
     }
-    let sub_for_commit = if sub == Some("finalize") { Some("finalize") } else { sub };
-    let stored = commit(st, def, &old, obj, sub_for_commit, precondition, is_dry_run(q))?;
-    Ok(json_response(200, &present(def, stored), &warnings))
+    let written = commit(st, def, &old, obj, sub, precondition, is_dry_run(q))?;
+    Ok(json_response(200, &present(def, written), &warnings))
 }
 
 /// The `autoscaling/v1` Scale view of a scalable object.
@@ -574,10 +568,7 @@ pub fn scale(
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
     for _ in 0..5 {
-        let old = st
-            .store
-            .get(&def.storage_key(), &ns, &name)
-            .ok_or_else(|| ApiError::not_found(def.group, def.plural, &name))?;
+        let old = stored(st, def, &ns, &name)?;
         let current = scale_of(&old);
         let wanted = match *method {
             axum::http::Method::GET => return Ok(json_response(200, &current, &[])),
@@ -619,7 +610,7 @@ pub fn scale(
         let mut new = old.clone();
         new["spec"]["replicas"] = json!(replicas);
         match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q)) {
-            Ok(stored) => return Ok(json_response(200, &scale_of(&stored), &[])),
+            Ok(written) => return Ok(json_response(200, &scale_of(&written), &[])),
             Err(e) if e.reason == "Conflict" && user_rv.is_none() => continue,
             Err(e) => return Err(e),
         }
@@ -627,24 +618,15 @@ pub fn scale(
     Err(store_err(def, &name, StoreError::Conflict))
 }
 
-/// PATCH of an object or its status subresource.
-pub fn patch_object(
-    st: &AppState,
-    t: &Target,
-    q: &Query,
-    headers: &HeaderMap,
-    body: &[u8],
-    sub: Option<&str>,
-) -> ApiResult<Response> {
+/// PATCH of an object or its status subresource (the target's).
+pub fn patch_object(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
     let def = t.def;
+    let sub = t.sub.as_deref();
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
     let mode = fieldcheck::Mode::from_query(q)?;
     for _ in 0..5 {
-        let old = st
-            .store
-            .get(&def.storage_key(), &ns, &name)
-            .ok_or_else(|| ApiError::not_found(def.group, def.plural, &name))?;
+        let old = stored(st, def, &ns, &name)?;
         let current = present(def, old.clone());
         let patched = patch::apply(headers, &current, body, def)?;
         let (patched, warnings) = fieldcheck::check_value(def, patched, mode)?;
@@ -664,7 +646,7 @@ pub fn patch_object(
         };
         let new = convert::to_storage(def, patched);
         match commit(st, def, &old, new, sub, precondition, is_dry_run(q)) {
-            Ok(stored) => return Ok(json_response(200, &present(def, stored), &warnings)),
+            Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
             Err(e) if e.reason == "Conflict" && user_rv.is_none_or(|rv| rv == rv_of(&old)) => {
                 // Someone else wrote between our read and write: reapply, like upstream.
                 continue;
@@ -757,10 +739,7 @@ fn success_status(def: &ResourceDef, obj: &Value) -> Value {
 /// deletion is pending, else the deleted object or a Status, as upstream's registries do).
 pub fn delete_one(st: &AppState, def: &ResourceDef, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<Value> {
     let key = def.storage_key();
-    let obj = st
-        .store
-        .get(&key, ns, name)
-        .ok_or_else(|| ApiError::not_found(def.group, def.plural, name))?;
+    let obj = stored(st, def, ns, name)?;
     if opts
         .uid
         .as_deref()

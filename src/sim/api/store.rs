@@ -88,6 +88,23 @@ struct Inner {
     compacted: u64,
 }
 
+impl Inner {
+    /// A copy of the stored object at `id`.
+    fn stored(&self, key: &str, id: &(String, String)) -> Option<Value> {
+        self.data.get(key).and_then(|m| m.get(id)).cloned()
+    }
+
+    /// The stored object a write replaces: NotFound when absent, Conflict when `precondition`
+    /// is not its resourceVersion (update and remove check alike).
+    fn current(&self, key: &str, id: &(String, String), precondition: Option<u64>) -> Result<Value, StoreError> {
+        let old = self.stored(key, id).ok_or(StoreError::NotFound)?;
+        if precondition.is_some_and(|p| p != rv_of(&old)) {
+            return Err(StoreError::Conflict);
+        }
+        Ok(old)
+    }
+}
+
 /// The store shared by every request.
 pub struct Store {
     inner: Mutex<Inner>,
@@ -146,11 +163,7 @@ impl Store {
 
     /// One object.
     pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<Value> {
-        self.lock()
-            .data
-            .get(key)
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
-            .cloned()
+        self.lock().stored(key, &(ns.to_string(), name.to_string()))
     }
 
     /// Objects of a resource, in one namespace or all, sorted by namespace then name, with the
@@ -192,27 +205,50 @@ impl Store {
         let _ = self.tx.send(change);
     }
 
+    /// Commits one write under the lock: the next resourceVersion, stamped on `obj`, which is
+    /// stored under `id` (or, for a deletion, removed from it), and the change recorded for
+    /// watches. Create, update, remove and modify all end here, so the global resourceVersion,
+    /// the data and the watch history move together.
+    fn write(
+        &self,
+        g: &mut Inner,
+        key: &str,
+        id: (String, String),
+        kind: EventType,
+        mut obj: Value,
+        old: Option<Value>,
+    ) -> Value {
+        g.rv += 1;
+        let rv = g.rv;
+        set_rv(&mut obj, rv);
+        let namespace = id.0.clone();
+        if kind == EventType::Deleted {
+            if let Some(m) = g.data.get_mut(key) {
+                m.remove(&id);
+            }
+        } else {
+            g.data.entry(key.to_string()).or_default().insert(id, obj.clone());
+        }
+        let change = Change {
+            rv,
+            key: key.into(),
+            namespace,
+            kind,
+            object: obj.clone(),
+            old,
+        };
+        self.record(g, change);
+        obj
+    }
+
     /// Stores a new object, stamping its resourceVersion.
-    pub fn create(&self, key: &str, ns: &str, name: &str, mut obj: Value) -> Result<Value, StoreError> {
+    pub fn create(&self, key: &str, ns: &str, name: &str, obj: Value) -> Result<Value, StoreError> {
         let mut g = self.lock();
         let id = (ns.to_string(), name.to_string());
         if g.data.get(key).is_some_and(|m| m.contains_key(&id)) {
             return Err(StoreError::Exists);
         }
-        g.rv += 1;
-        let rv = g.rv;
-        set_rv(&mut obj, rv);
-        g.data.entry(key.to_string()).or_default().insert(id, obj.clone());
-        let change = Change {
-            rv,
-            key: key.into(),
-            namespace: ns.into(),
-            kind: EventType::Added,
-            object: obj.clone(),
-            old: None,
-        };
-        self.record(&mut g, change);
-        Ok(obj)
+        Ok(self.write(&mut g, key, id, EventType::Added, obj, None))
     }
 
     /// Replaces an object; `precondition` is the resourceVersion the caller read (None: any).
@@ -221,66 +257,21 @@ impl Store {
         key: &str,
         ns: &str,
         name: &str,
-        mut obj: Value,
+        obj: Value,
         precondition: Option<u64>,
     ) -> Result<Value, StoreError> {
         let mut g = self.lock();
         let id = (ns.to_string(), name.to_string());
-        let old = g
-            .data
-            .get(key)
-            .and_then(|m| m.get(&id))
-            .cloned()
-            .ok_or(StoreError::NotFound)?;
-        if precondition.is_some_and(|p| p != rv_of(&old)) {
-            return Err(StoreError::Conflict);
-        }
-        g.rv += 1;
-        let rv = g.rv;
-        set_rv(&mut obj, rv);
-        g.data.entry(key.to_string()).or_default().insert(id, obj.clone());
-        let change = Change {
-            rv,
-            key: key.into(),
-            namespace: ns.into(),
-            kind: EventType::Modified,
-            object: obj.clone(),
-            old: Some(old),
-        };
-        self.record(&mut g, change);
-        Ok(obj)
+        let old = g.current(key, &id, precondition)?;
+        Ok(self.write(&mut g, key, id, EventType::Modified, obj, Some(old)))
     }
 
     /// Removes an object; the returned copy carries the deletion's resourceVersion.
     pub fn remove(&self, key: &str, ns: &str, name: &str, precondition: Option<u64>) -> Result<Value, StoreError> {
         let mut g = self.lock();
         let id = (ns.to_string(), name.to_string());
-        let old = g
-            .data
-            .get(key)
-            .and_then(|m| m.get(&id))
-            .cloned()
-            .ok_or(StoreError::NotFound)?;
-        if precondition.is_some_and(|p| p != rv_of(&old)) {
-            return Err(StoreError::Conflict);
-        }
-        if let Some(m) = g.data.get_mut(key) {
-            m.remove(&id);
-        }
-        g.rv += 1;
-        let rv = g.rv;
-        let mut obj = old;
-        set_rv(&mut obj, rv);
-        let change = Change {
-            rv,
-            key: key.into(),
-            namespace: ns.into(),
-            kind: EventType::Deleted,
-            object: obj.clone(),
-            old: None,
-        };
-        self.record(&mut g, change);
-        Ok(obj)
+        let old = g.current(key, &id, precondition)?;
+        Ok(self.write(&mut g, key, id, EventType::Deleted, old, None))
     }
 
     /// Changes after `from` still in history plus a receiver for later ones, taken atomically so
@@ -326,29 +317,11 @@ impl Store {
     ) -> Result<Option<Value>, ModifyError<E>> {
         let mut g = self.lock();
         let id = (ns.to_string(), name.to_string());
-        let old = g
-            .data
-            .get(key)
-            .and_then(|m| m.get(&id))
-            .cloned()
-            .ok_or(ModifyError::NotFound)?;
-        let Some(mut obj) = f(&old).map_err(ModifyError::Rejected)? else {
+        let old = g.stored(key, &id).ok_or(ModifyError::NotFound)?;
+        let Some(obj) = f(&old).map_err(ModifyError::Rejected)? else {
             return Ok(None);
         };
-        g.rv += 1;
-        let rv = g.rv;
-        set_rv(&mut obj, rv);
-        g.data.entry(key.to_string()).or_default().insert(id, obj.clone());
-        let change = Change {
-            rv,
-            key: key.into(),
-            namespace: ns.into(),
-            kind: EventType::Modified,
-            object: obj.clone(),
-            old: Some(old),
-        };
-        self.record(&mut g, change);
-        Ok(Some(obj))
+        Ok(Some(self.write(&mut g, key, id, EventType::Modified, obj, Some(old))))
     }
 }
 

@@ -31,167 +31,295 @@ pub fn wants(headers: &HeaderMap, include: Option<&str>) -> Option<TableOpts> {
     })
 }
 
-type Col = (&'static str, &'static str, u8);
+/// One column of a kind's Table: the definition kubectl prints as a header and the function that
+/// fills the column's cell in every row. Keeping the two in one value is what keeps a kind's
+/// headers and cells in step, and lets the columns kinds share (NAME, AGE, the workload
+/// CONTAINERS/IMAGES/SELECTOR...) be written once; each kind's Table is then a list of these.
+#[derive(Clone, Copy)]
+struct Column {
+    name: &'static str,
+    /// The OpenAPI type kubectl is told (`string`, `integer`, `boolean`).
+    ty: &'static str,
+    /// 0, or 1 for the columns only `-o wide` shows.
+    priority: u8,
+    cell: fn(&Value) -> Value,
+}
 
-const NAME: Col = ("Name", "string", 0);
-const AGE: Col = ("Age", "string", 0);
-
-fn columns(def: &ResourceDef) -> Vec<Col> {
-    match (def.group, def.plural) {
-        ("", "pods") => vec![
-            NAME,
-            ("Ready", "string", 0),
-            ("Status", "string", 0),
-            ("Restarts", "string", 0),
-            AGE,
-            ("IP", "string", 1),
-            ("Node", "string", 1),
-            ("Nominated Node", "string", 1),
-            ("Readiness Gates", "string", 1),
-        ],
-        ("", "nodes") => vec![
-            NAME,
-            ("Status", "string", 0),
-            ("Roles", "string", 0),
-            AGE,
-            ("Version", "string", 0),
-            ("Internal-IP", "string", 1),
-            ("External-IP", "string", 1),
-            ("OS-Image", "string", 1),
-            ("Kernel-Version", "string", 1),
-            ("Container-Runtime", "string", 1),
-        ],
-        ("", "services") => vec![
-            NAME,
-            ("Type", "string", 0),
-            ("Cluster-IP", "string", 0),
-            ("External-IP", "string", 0),
-            ("Port(s)", "string", 0),
-            AGE,
-            ("Selector", "string", 1),
-        ],
-        ("", "endpoints") => vec![NAME, ("Endpoints", "string", 0), AGE],
-        ("", "namespaces") => vec![NAME, ("Status", "string", 0), AGE],
-        ("", "configmaps") => vec![NAME, ("Data", "integer", 0), AGE],
-        ("", "secrets") => vec![NAME, ("Type", "string", 0), ("Data", "integer", 0), AGE],
-        ("", "events") | ("events.k8s.io", "events") => vec![
-            ("Last Seen", "string", 0),
-            ("Type", "string", 0),
-            ("Reason", "string", 0),
-            ("Object", "string", 0),
-            ("Subobject", "string", 1),
-            ("Source", "string", 1),
-            ("Message", "string", 0),
-            ("First Seen", "string", 1),
-            ("Count", "string", 1),
-            ("Name", "string", 1),
-        ],
-        ("apps", "deployments") => vec![
-            NAME,
-            ("Ready", "string", 0),
-            ("Up-to-date", "string", 0),
-            ("Available", "string", 0),
-            AGE,
-            ("Containers", "string", 1),
-            ("Images", "string", 1),
-            ("Selector", "string", 1),
-        ],
-        ("apps", "replicasets") => vec![
-            NAME,
-            ("Desired", "integer", 0),
-            ("Current", "integer", 0),
-            ("Ready", "integer", 0),
-            AGE,
-            ("Containers", "string", 1),
-            ("Images", "string", 1),
-            ("Selector", "string", 1),
-        ],
-        ("apps", "daemonsets") => vec![
-            NAME,
-            ("Desired", "integer", 0),
-            ("Current", "integer", 0),
-            ("Ready", "integer", 0),
-            ("Up-to-date", "integer", 0),
-            ("Available", "integer", 0),
-            ("Node Selector", "string", 0),
-            AGE,
-            ("Containers", "string", 1),
-            ("Images", "string", 1),
-            ("Selector", "string", 1),
-        ],
-        ("apps", "statefulsets") => {
-            vec![
-                NAME,
-                ("Ready", "string", 0),
-                AGE,
-                ("Containers", "string", 1),
-                ("Images", "string", 1),
-            ]
-        }
-        ("batch", "jobs") => vec![
-            NAME,
-            ("Status", "string", 0),
-            ("Completions", "string", 0),
-            ("Duration", "string", 0),
-            AGE,
-            ("Containers", "string", 1),
-            ("Images", "string", 1),
-            ("Selector", "string", 1),
-        ],
-        ("batch", "cronjobs") => vec![
-            NAME,
-            ("Schedule", "string", 0),
-            ("Timezone", "string", 0),
-            ("Suspend", "boolean", 0),
-            ("Active", "integer", 0),
-            ("Last Schedule", "string", 0),
-            AGE,
-            ("Containers", "string", 1),
-            ("Images", "string", 1),
-            ("Selector", "string", 1),
-        ],
-        ("discovery.k8s.io", "endpointslices") => vec![
-            NAME,
-            ("AddressType", "string", 0),
-            ("Ports", "string", 0),
-            ("Endpoints", "string", 0),
-            AGE,
-        ],
-        ("", "serviceaccounts") => vec![NAME, ("Secrets", "string", 0), AGE],
-        ("", "replicationcontrollers") => vec![
-            NAME,
-            ("Desired", "integer", 0),
-            ("Current", "integer", 0),
-            ("Ready", "integer", 0),
-            AGE,
-            ("Containers", "string", 1),
-            ("Images", "string", 1),
-            ("Selector", "string", 1),
-        ],
-        ("", "resourcequotas") => vec![NAME, AGE, ("Request", "string", 0), ("Limit", "string", 0)],
-        ("coordination.k8s.io", "leases") => vec![NAME, ("Holder", "string", 0), AGE],
-        ("scheduling.k8s.io", "priorityclasses") => vec![
-            NAME,
-            ("Value", "integer", 0),
-            ("Global-Default", "boolean", 0),
-            AGE,
-            ("PreemptionPolicy", "string", 0),
-        ],
-        ("node.k8s.io", "runtimeclasses") => vec![NAME, ("Handler", "string", 0), AGE],
-        ("apps", "controllerrevisions") => {
-            vec![NAME, ("Controller", "string", 0), ("Revision", "integer", 0), AGE]
-        }
-        ("autoscaling", "horizontalpodautoscalers") => vec![
-            NAME,
-            ("Reference", "string", 0),
-            ("Targets", "string", 0),
-            ("MinPods", "string", 0),
-            ("MaxPods", "string", 0),
-            ("Replicas", "string", 0),
-            AGE,
-        ],
-        _ => vec![NAME, AGE],
+const fn column(name: &'static str, ty: &'static str, priority: u8, cell: fn(&Value) -> Value) -> Column {
+    Column {
+        name,
+        ty,
+        priority,
+        cell,
     }
+}
+
+const fn string(name: &'static str, priority: u8, cell: fn(&Value) -> Value) -> Column {
+    column(name, "string", priority, cell)
+}
+
+const fn integer(name: &'static str, priority: u8, cell: fn(&Value) -> Value) -> Column {
+    column(name, "integer", priority, cell)
+}
+
+const fn boolean(name: &'static str, priority: u8, cell: fn(&Value) -> Value) -> Column {
+    column(name, "boolean", priority, cell)
+}
+
+/// Where the pod template's containers of Deployments, ReplicaSets, DaemonSets, StatefulSets,
+/// Jobs and ReplicationControllers are.
+const TEMPLATE: &str = "/spec/template/spec/containers";
+const JOB_TEMPLATE: &str = "/spec/jobTemplate/spec/template/spec/containers";
+
+const NAME: Column = string("Name", 0, |o| json!(meta::name(o)));
+const AGE: Column = string("Age", 0, |o| json!(age(o)));
+const CONTAINERS: Column = string("Containers", 1, |o| json!(container_list(o, TEMPLATE, "/name")));
+const IMAGES: Column = string("Images", 1, |o| json!(container_list(o, TEMPLATE, "/image")));
+const SELECTOR: Column = string("Selector", 1, |o| {
+    json!(o.pointer("/spec/selector").map(selector_string).unwrap_or_default())
+});
+/// `readyReplicas/replicas`, the READY of Deployments and StatefulSets.
+const READY_OF: Column = string("Ready", 0, |o| {
+    json!(format!("{}/{}", i(o, "/status/readyReplicas"), i(o, "/spec/replicas")))
+});
+const DESIRED: Column = integer("Desired", 0, |o| json!(i(o, "/spec/replicas")));
+const CURRENT: Column = integer("Current", 0, |o| json!(i(o, "/status/replicas")));
+const READY: Column = integer("Ready", 0, |o| json!(i(o, "/status/readyReplicas")));
+
+const PODS: &[Column] = &[
+    NAME,
+    string("Ready", 0, |p| json!(pod_ready(p))),
+    string("Status", 0, |p| json!(pod_status(p))),
+    string("Restarts", 0, |p| json!(pod_restarts(p))),
+    AGE,
+    string("IP", 1, |p| json!(or_none(s(p, "/status/podIP")))),
+    string("Node", 1, |p| json!(or_none(s(p, "/spec/nodeName")))),
+    string("Nominated Node", 1, |p| {
+        json!(or_none(s(p, "/status/nominatedNodeName")))
+    }),
+    string("Readiness Gates", 1, |p| json!(pod_gates(p))),
+];
+const NODES: &[Column] = &[
+    NAME,
+    string("Status", 0, |n| json!(node_status(n))),
+    string("Roles", 0, |n| json!(or_none(node_roles(n)))),
+    AGE,
+    string("Version", 0, |n| json!(s(n, "/status/nodeInfo/kubeletVersion"))),
+    string("Internal-IP", 1, |n| json!(or_none(node_address(n, "InternalIP")))),
+    string("External-IP", 1, |n| json!(or_none(node_address(n, "ExternalIP")))),
+    string("OS-Image", 1, |n| json!(s(n, "/status/nodeInfo/osImage"))),
+    string("Kernel-Version", 1, |n| json!(s(n, "/status/nodeInfo/kernelVersion"))),
+    string("Container-Runtime", 1, |n| {
+        json!(s(n, "/status/nodeInfo/containerRuntimeVersion"))
+    }),
+];
+const SERVICES: &[Column] = &[
+    NAME,
+    string("Type", 0, |v| json!(s(v, "/spec/type"))),
+    string("Cluster-IP", 0, |v| json!(or_none(s(v, "/spec/clusterIP")))),
+    string("External-IP", 0, |v| json!(service_external(v))),
+    string("Port(s)", 0, |v| json!(or_none(service_ports(v)))),
+    AGE,
+    string("Selector", 1, |v| json!(or_none(key_values(v, "/spec/selector")))),
+];
+const EVENTS: &[Column] = &[
+    string("Last Seen", 0, |e| json!(since(&event_time(e, "/lastTimestamp")))),
+    string("Type", 0, |e| json!(s(e, "/type"))),
+    string("Reason", 0, |e| json!(s(e, "/reason"))),
+    string("Object", 0, |e| {
+        json!(format!(
+            "{}/{}",
+            s(e, "/involvedObject/kind").to_lowercase(),
+            s(e, "/involvedObject/name")
+        ))
+    }),
+    string("Subobject", 1, |e| json!(s(e, "/involvedObject/fieldPath"))),
+    string("Source", 1, |e| json!(event_source(e))),
+    string("Message", 0, |e| json!(s(e, "/message").trim())),
+    string("First Seen", 1, |e| json!(since(&event_time(e, "/firstTimestamp")))),
+    string("Count", 1, |e| {
+        json!(e.pointer("/count").and_then(Value::as_i64).unwrap_or(1).to_string())
+    }),
+    string("Name", 1, |e| json!(meta::name(e))),
+];
+const DEPLOYMENTS: &[Column] = &[
+    NAME,
+    READY_OF,
+    string("Up-to-date", 0, |o| json!(i(o, "/status/updatedReplicas"))),
+    string("Available", 0, |o| json!(i(o, "/status/availableReplicas"))),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+const REPLICASETS: &[Column] = &[NAME, DESIRED, CURRENT, READY, AGE, CONTAINERS, IMAGES, SELECTOR];
+const DAEMONSETS: &[Column] = &[
+    NAME,
+    integer("Desired", 0, |o| json!(i(o, "/status/desiredNumberScheduled"))),
+    integer("Current", 0, |o| json!(i(o, "/status/currentNumberScheduled"))),
+    integer("Ready", 0, |o| json!(i(o, "/status/numberReady"))),
+    integer("Up-to-date", 0, |o| json!(i(o, "/status/updatedNumberScheduled"))),
+    integer("Available", 0, |o| json!(i(o, "/status/numberAvailable"))),
+    string("Node Selector", 0, |o| {
+        json!(or_none(key_values(o, "/spec/template/spec/nodeSelector")))
+    }),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+const STATEFULSETS: &[Column] = &[NAME, READY_OF, AGE, CONTAINERS, IMAGES];
+const JOBS: &[Column] = &[
+    NAME,
+    string("Status", 0, |o| json!(job_status(o))),
+    string("Completions", 0, |o| json!(job_completions(o))),
+    string("Duration", 0, |o| json!(job_duration(o))),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+const CRONJOBS: &[Column] = &[
+    NAME,
+    string("Schedule", 0, |o| json!(s(o, "/spec/schedule"))),
+    string("Timezone", 0, |o| json!(or_none(s(o, "/spec/timeZone")))),
+    boolean("Suspend", 0, |o| {
+        json!(o.pointer("/spec/suspend").and_then(Value::as_bool).unwrap_or(false))
+    }),
+    integer("Active", 0, |o| json!(list(o, "/status/active").len())),
+    string("Last Schedule", 0, |o| {
+        let last = s(o, "/status/lastScheduleTime");
+        json!(if last.is_empty() { "<none>".into() } else { since(&last) })
+    }),
+    AGE,
+    string("Containers", 1, |o| json!(container_list(o, JOB_TEMPLATE, "/name"))),
+    string("Images", 1, |o| json!(container_list(o, JOB_TEMPLATE, "/image"))),
+    string("Selector", 1, |o| {
+        json!(
+            o.pointer("/spec/jobTemplate/spec/selector")
+                .map(selector_string)
+                .unwrap_or_else(|| "<none>".into())
+        )
+    }),
+];
+const ENDPOINTS: &[Column] = &[NAME, string("Endpoints", 0, |e| json!(endpoints_cell(e))), AGE];
+const ENDPOINTSLICES: &[Column] = &[
+    NAME,
+    string("AddressType", 0, |e| json!(s(e, "/addressType"))),
+    string("Ports", 0, |e| json!(slice_ports(e))),
+    string("Endpoints", 0, |e| json!(slice_endpoints(e))),
+    AGE,
+];
+const NAMESPACES: &[Column] = &[NAME, string("Status", 0, |o| json!(s(o, "/status/phase"))), AGE];
+const CONFIGMAPS: &[Column] = &[
+    NAME,
+    integer("Data", 0, |o| json!(entries(o, "data") + entries(o, "binaryData"))),
+    AGE,
+];
+const SECRETS: &[Column] = &[
+    NAME,
+    string("Type", 0, |o| json!(s(o, "/type"))),
+    integer("Data", 0, |o| json!(entries(o, "data"))),
+    AGE,
+];
+const SERVICEACCOUNTS: &[Column] = &[NAME, string("Secrets", 0, |o| json!(list(o, "/secrets").len())), AGE];
+const REPLICATIONCONTROLLERS: &[Column] = &[
+    NAME,
+    DESIRED,
+    CURRENT,
+    READY,
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    string("Selector", 1, |o| json!(key_values(o, "/spec/selector"))),
+];
+const RESOURCEQUOTAS: &[Column] = &[
+    NAME,
+    AGE,
+    string("Request", 0, |o| json!(quota_cells(o).0)),
+    string("Limit", 0, |o| json!(quota_cells(o).1)),
+];
+const LEASES: &[Column] = &[NAME, string("Holder", 0, |o| json!(s(o, "/spec/holderIdentity"))), AGE];
+const PRIORITYCLASSES: &[Column] = &[
+    NAME,
+    integer("Value", 0, |o| json!(i(o, "/value"))),
+    boolean("Global-Default", 0, |o| {
+        json!(o.get("globalDefault").and_then(Value::as_bool).unwrap_or(false))
+    }),
+    AGE,
+    string("PreemptionPolicy", 0, |o| json!(s(o, "/preemptionPolicy"))),
+];
+const RUNTIMECLASSES: &[Column] = &[NAME, string("Handler", 0, |o| json!(s(o, "/handler"))), AGE];
+const CONTROLLERREVISIONS: &[Column] = &[
+    NAME,
+    string("Controller", 0, |o| json!(revision_owner(o))),
+    integer("Revision", 0, |o| json!(i(o, "/revision"))),
+    AGE,
+];
+const HORIZONTALPODAUTOSCALERS: &[Column] = &[
+    NAME,
+    string("Reference", 0, |o| {
+        json!(format!(
+            "{}/{}",
+            s(o, "/spec/scaleTargetRef/kind"),
+            s(o, "/spec/scaleTargetRef/name")
+        ))
+    }),
+    string("Targets", 0, |o| json!(hpa_targets(o))),
+    string("MinPods", 0, |o| {
+        json!(
+            o.pointer("/spec/minReplicas")
+                .and_then(Value::as_i64)
+                .map_or("<unset>".to_string(), |m| m.to_string())
+        )
+    }),
+    string("MaxPods", 0, |o| json!(i(o, "/spec/maxReplicas").to_string())),
+    string("Replicas", 0, |o| json!(i(o, "/status/currentReplicas").to_string())),
+    AGE,
+];
+const OTHERS: &[Column] = &[NAME, AGE];
+
+/// The columns of a kind's Table, upstream's printers for the served kinds.
+fn columns(def: &ResourceDef) -> &'static [Column] {
+    match (def.group, def.plural) {
+        ("", "pods") => PODS,
+        ("", "nodes") => NODES,
+        ("", "services") => SERVICES,
+        ("", "endpoints") => ENDPOINTS,
+        ("", "namespaces") => NAMESPACES,
+        ("", "configmaps") => CONFIGMAPS,
+        ("", "secrets") => SECRETS,
+        ("", "events") | ("events.k8s.io", "events") => EVENTS,
+        ("apps", "deployments") => DEPLOYMENTS,
+        ("apps", "replicasets") => REPLICASETS,
+        ("apps", "daemonsets") => DAEMONSETS,
+        ("apps", "statefulsets") => STATEFULSETS,
+        ("batch", "jobs") => JOBS,
+        ("batch", "cronjobs") => CRONJOBS,
+        ("discovery.k8s.io", "endpointslices") => ENDPOINTSLICES,
+        ("", "serviceaccounts") => SERVICEACCOUNTS,
+        ("", "replicationcontrollers") => REPLICATIONCONTROLLERS,
+        ("", "resourcequotas") => RESOURCEQUOTAS,
+        ("coordination.k8s.io", "leases") => LEASES,
+        ("scheduling.k8s.io", "priorityclasses") => PRIORITYCLASSES,
+        ("node.k8s.io", "runtimeclasses") => RUNTIMECLASSES,
+        ("apps", "controllerrevisions") => CONTROLLERREVISIONS,
+        ("autoscaling", "horizontalpodautoscalers") => HORIZONTALPODAUTOSCALERS,
+        _ => OTHERS,
+    }
+}
+
+/// A row's cells. events.k8s.io Events print as core Events, so they are read in their
+/// storage (core) form.
+fn cells(def: &ResourceDef, o: &Value) -> Vec<Value> {
+    let converted;
+    let o = if (def.group, def.plural) == ("events.k8s.io", "events") {
+        converted = super::convert::to_storage(def, o.clone());
+        &converted
+    } else {
+        o
+    };
+    columns(def).iter().map(|c| (c.cell)(o)).collect()
 }
 
 /// Upstream's quota REQUEST and LIMIT cells: `resource: used/hard` over `status.hard`, sorted,
@@ -219,19 +347,11 @@ fn quota_cells(o: &Value) -> (String, String) {
 
 /// Upstream's HPA TARGETS cell for the common metric sources (`cpu: <unknown>/50%`).
 fn hpa_targets(o: &Value) -> String {
-    let specs = o
-        .pointer("/spec/metrics")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let specs = list(o, "/spec/metrics");
     if specs.is_empty() {
         return "<none>".into();
     }
-    let statuses = o
-        .pointer("/status/currentMetrics")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let statuses = list(o, "/status/currentMetrics");
     let parts: Vec<String> = specs
         .iter()
         .map(|m| {
@@ -303,11 +423,33 @@ fn since(ts: &str) -> String {
     meta::age_secs(ts).map_or_else(|| "<unknown>".into(), meta::human_duration)
 }
 
-fn containers_images(obj: &Value, spec: &str) -> (String, String) {
-    let cs = obj.pointer(spec).and_then(Value::as_array).cloned().unwrap_or_default();
-    let names: Vec<String> = cs.iter().map(|c| s(c, "/name")).collect();
-    let images: Vec<String> = cs.iter().map(|c| s(c, "/image")).collect();
-    (names.join(","), images.join(","))
+/// The array at `p`, empty when absent.
+fn list<'a>(v: &'a Value, p: &str) -> &'a [Value] {
+    v.pointer(p).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+/// How many entries the map at `key` has.
+fn entries(o: &Value, key: &str) -> usize {
+    o.get(key).and_then(Value::as_object).map_or(0, |m| m.len())
+}
+
+/// The string map at `p` as `k=v,k=v` (selectors and node selectors), empty when absent.
+fn key_values(v: &Value, p: &str) -> String {
+    v.pointer(p)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, x)| format!("{k}={}", x.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// The comma-joined `field` (`/name` or `/image`) of the containers at `spec`.
+fn container_list(obj: &Value, spec: &str, field: &str) -> String {
+    let values: Vec<String> = list(obj, spec).iter().map(|c| s(c, field)).collect();
+    values.join(",")
 }
 
 /// Upstream's pod STATUS column.
@@ -317,15 +459,8 @@ pub fn pod_status(p: &Value) -> String {
         reason = s(p, "/status/phase");
     }
     let mut initializing = false;
-    let inits = p
-        .pointer("/status/initContainerStatuses")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let n_init = p
-        .pointer("/spec/initContainers")
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
+    let inits = list(p, "/status/initContainerStatuses");
+    let n_init = list(p, "/spec/initContainers").len();
     for (idx, c) in inits.iter().enumerate() {
         if c.pointer("/state/terminated").is_some() && i(c, "/state/terminated/exitCode") == 0 {
             continue;
@@ -354,12 +489,7 @@ pub fn pod_status(p: &Value) -> String {
     }
     if !initializing {
         let mut has_running = false;
-        let statuses = p
-            .pointer("/status/containerStatuses")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for c in statuses.iter().rev() {
+        for c in list(p, "/status/containerStatuses").iter().rev() {
             if let Some(w) = c.pointer("/state/waiting").filter(|w| !s(w, "/reason").is_empty()) {
                 reason = s(w, "/reason");
             } else if let Some(t) = c.pointer("/state/terminated") {
@@ -376,10 +506,9 @@ pub fn pod_status(p: &Value) -> String {
             }
         }
         if reason == "Completed" && has_running {
-            let ready = p
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+            let ready = list(p, "/status/conditions")
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
             reason = if ready { "Running".into() } else { "NotReady".into() };
         }
     }
@@ -393,72 +522,54 @@ pub fn pod_status(p: &Value) -> String {
     reason
 }
 
-fn pod_cells(p: &Value) -> Vec<Value> {
-    let total = p
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
-    let statuses = p
-        .pointer("/status/containerStatuses")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let ready = statuses
+/// Upstream's pod READY column: ready containers of all containers.
+fn pod_ready(p: &Value) -> String {
+    let total = list(p, "/spec/containers").len();
+    let ready = list(p, "/status/containerStatuses")
         .iter()
         .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
         .count();
+    format!("{ready}/{total}")
+}
+
+/// Upstream's pod RESTARTS column, with the time of the latest restart.
+fn pod_restarts(p: &Value) -> String {
+    let statuses = list(p, "/status/containerStatuses");
     let restarts: i64 = statuses.iter().map(|c| i(c, "/restartCount")).sum();
     let last = statuses
         .iter()
         .filter_map(|c| c.pointer("/lastState/terminated/finishedAt").and_then(Value::as_str))
         .max();
-    let restarts = match last {
+    match last {
         Some(ts) if restarts > 0 => format!("{restarts} ({} ago)", since(ts)),
         _ => restarts.to_string(),
-    };
-    let gates = p
-        .pointer("/spec/readinessGates")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let gates = if gates.is_empty() {
-        "<none>".into()
-    } else {
-        let conds = p
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let ok = gates
-            .iter()
-            .filter(|g| {
-                conds
-                    .iter()
-                    .any(|c| c["type"] == g["conditionType"] && c["status"] == "True")
-            })
-            .count();
-        format!("{ok}/{}", gates.len())
-    };
-    vec![
-        json!(meta::name(p)),
-        json!(format!("{ready}/{total}")),
-        json!(pod_status(p)),
-        json!(restarts),
-        json!(age(p)),
-        json!(or_none(s(p, "/status/podIP"))),
-        json!(or_none(s(p, "/spec/nodeName"))),
-        json!(or_none(s(p, "/status/nominatedNodeName"))),
-        json!(gates),
-    ]
+    }
 }
 
-fn node_cells(n: &Value) -> Vec<Value> {
-    let conds = n
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut status = match conds.iter().find(|c| c["type"] == "Ready").map(|c| s(c, "/status")) {
+/// Upstream's pod READINESS GATES column: gates whose condition is True, of all gates.
+fn pod_gates(p: &Value) -> String {
+    let gates = list(p, "/spec/readinessGates");
+    if gates.is_empty() {
+        return "<none>".into();
+    }
+    let conds = list(p, "/status/conditions");
+    let ok = gates
+        .iter()
+        .filter(|g| {
+            conds
+                .iter()
+                .any(|c| c["type"] == g["conditionType"] && c["status"] == "True")
+        })
+        .count();
+    format!("{ok}/{}", gates.len())
+}
+
+fn node_status(n: &Value) -> String {
+    let ready = list(n, "/status/conditions")
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .map(|c| s(c, "/status"));
+    let mut status = match ready {
         Some(x) if x == "True" => "Ready".to_string(),
         Some(x) if x == "False" => "NotReady".to_string(),
         _ => "Unknown".to_string(),
@@ -466,6 +577,10 @@ fn node_cells(n: &Value) -> Vec<Value> {
     if n.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
         status.push_str(",SchedulingDisabled");
     }
+    status
+}
+
+fn node_roles(n: &Value) -> String {
     let mut roles: Vec<String> = n
         .pointer("/metadata/labels")
         .and_then(Value::as_object)
@@ -481,44 +596,28 @@ fn node_cells(n: &Value) -> Vec<Value> {
         })
         .unwrap_or_default();
     roles.sort();
-    let addr = |t: &str| {
-        n.pointer("/status/addresses")
-            .and_then(Value::as_array)
-            .and_then(|a| a.iter().find(|x| x["type"] == t))
-            .map(|x| s(x, "/address"))
-            .unwrap_or_default()
-    };
-    vec![
-        json!(meta::name(n)),
-        json!(status),
-        json!(or_none(roles.join(","))),
-        json!(age(n)),
-        json!(s(n, "/status/nodeInfo/kubeletVersion")),
-        json!(or_none(addr("InternalIP"))),
-        json!(or_none(addr("ExternalIP"))),
-        json!(s(n, "/status/nodeInfo/osImage")),
-        json!(s(n, "/status/nodeInfo/kernelVersion")),
-        json!(s(n, "/status/nodeInfo/containerRuntimeVersion")),
-    ]
+    roles.join(",")
 }
 
-fn service_cells(v: &Value) -> Vec<Value> {
-    let ty = s(v, "/spec/type");
-    let ext_ips: Vec<String> = v
-        .pointer("/spec/externalIPs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+fn node_address(n: &Value, t: &str) -> String {
+    list(n, "/status/addresses")
+        .iter()
+        .find(|x| x["type"] == t)
+        .map(|x| s(x, "/address"))
+        .unwrap_or_default()
+}
+
+/// Upstream's service EXTERNAL-IP column.
+fn service_external(v: &Value) -> String {
+    let ext_ips: Vec<String> = list(v, "/spec/externalIPs")
+        .iter()
         .filter_map(|x| x.as_str().map(String::from))
         .collect();
-    let external = match ty.as_str() {
+    match s(v, "/spec/type").as_str() {
         "ExternalName" => s(v, "/spec/externalName"),
         "LoadBalancer" => {
-            let ing: Vec<String> = v
-                .pointer("/status/loadBalancer/ingress")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
+            let ing: Vec<String> = list(v, "/status/loadBalancer/ingress")
+                .iter()
                 .map(|x| {
                     if x.get("ip").is_some() {
                         s(x, "/ip")
@@ -535,12 +634,13 @@ fn service_cells(v: &Value) -> Vec<Value> {
             }
         }
         _ => or_none(ext_ips.join(",")),
-    };
-    let ports: Vec<String> = v
-        .pointer("/spec/ports")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    }
+}
+
+/// Upstream's service PORT(S) column: `port[:nodePort]/protocol`, comma-joined.
+fn service_ports(v: &Value) -> String {
+    let ports: Vec<String> = list(v, "/spec/ports")
+        .iter()
         .map(|p| {
             let proto = s(p, "/protocol");
             match p.get("nodePort").and_then(Value::as_i64) {
@@ -549,25 +649,7 @@ fn service_cells(v: &Value) -> Vec<Value> {
             }
         })
         .collect();
-    let selector: Vec<String> = v
-        .pointer("/spec/selector")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, x)| format!("{k}={}", x.as_str().unwrap_or_default()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let cip = s(v, "/spec/clusterIP");
-    vec![
-        json!(meta::name(v)),
-        json!(ty),
-        json!(if cip.is_empty() { "<none>".into() } else { cip }),
-        json!(external),
-        json!(or_none(ports.join(","))),
-        json!(age(v)),
-        json!(or_none(selector.join(","))),
-    ]
+    ports.join(",")
 }
 
 fn endpoints_cell(e: &Value) -> String {
@@ -598,61 +680,40 @@ fn endpoints_cell(e: &Value) -> String {
     all.join(",")
 }
 
-fn slice_cells(e: &Value) -> Vec<Value> {
-    let ports: Vec<String> = e
-        .pointer("/ports")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|p| i(p, "/port").to_string())
-        .collect();
-    let addrs: Vec<String> = e
-        .pointer("/endpoints")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+fn slice_ports(e: &Value) -> String {
+    let ports: Vec<String> = list(e, "/ports").iter().map(|p| i(p, "/port").to_string()).collect();
+    if ports.is_empty() {
+        "<unset>".into()
+    } else {
+        ports.join(",")
+    }
+}
+
+fn slice_endpoints(e: &Value) -> String {
+    let addrs: Vec<String> = list(e, "/endpoints")
+        .iter()
         .flat_map(|x| x["addresses"].as_array().cloned().unwrap_or_default())
         .filter_map(|a| a.as_str().map(String::from))
         .collect();
-    let eps = if addrs.is_empty() {
+    if addrs.is_empty() {
         "<unset>".to_string()
     } else if addrs.len() > 3 {
         format!("{} + {} more...", addrs[..3].join(","), addrs.len() - 3)
     } else {
         addrs.join(",")
-    };
-    vec![
-        json!(meta::name(e)),
-        json!(s(e, "/addressType")),
-        json!(if ports.is_empty() {
-            "<unset>".into()
-        } else {
-            ports.join(",")
-        }),
-        json!(eps),
-        json!(age(e)),
-    ]
+    }
 }
 
-fn event_cells(e: &Value) -> Vec<Value> {
-    let last = [
-        s(e, "/lastTimestamp"),
-        s(e, "/eventTime"),
-        s(e, "/metadata/creationTimestamp"),
-    ]
-    .into_iter()
-    .find(|x| !x.is_empty())
-    .unwrap_or_default();
-    let first = [
-        s(e, "/firstTimestamp"),
-        s(e, "/eventTime"),
-        s(e, "/metadata/creationTimestamp"),
-    ]
-    .into_iter()
-    .find(|x| !x.is_empty())
-    .unwrap_or_default();
-    let kind = s(e, "/involvedObject/kind").to_lowercase();
-    let object = format!("{kind}/{}", s(e, "/involvedObject/name"));
+/// An event's time for LAST SEEN (`primary` = `/lastTimestamp`) or FIRST SEEN
+/// (`/firstTimestamp`): the first of it, `eventTime` and the creation time that is set.
+fn event_time(e: &Value, primary: &str) -> String {
+    [s(e, primary), s(e, "/eventTime"), s(e, "/metadata/creationTimestamp")]
+        .into_iter()
+        .find(|x| !x.is_empty())
+        .unwrap_or_default()
+}
+
+fn event_source(e: &Value) -> String {
     let mut source = s(e, "/source/component");
     if source.is_empty() {
         source = s(e, "/reportingComponent");
@@ -660,277 +721,81 @@ fn event_cells(e: &Value) -> Vec<Value> {
     if !s(e, "/source/host").is_empty() {
         source = format!("{source}, {}", s(e, "/source/host"));
     }
-    let count = e.pointer("/count").and_then(Value::as_i64).unwrap_or(1);
-    vec![
-        json!(since(&last)),
-        json!(s(e, "/type")),
-        json!(s(e, "/reason")),
-        json!(object),
-        json!(s(e, "/involvedObject/fieldPath")),
-        json!(source),
-        json!(s(e, "/message").trim()),
-        json!(since(&first)),
-        json!(count.to_string()),
-        json!(meta::name(e)),
-    ]
+    source
 }
 
-fn cells(def: &ResourceDef, o: &Value) -> Vec<Value> {
-    let name = json!(meta::name(o));
-    let tmpl = "/spec/template/spec/containers";
-    match (def.group, def.plural) {
-        ("", "pods") => pod_cells(o),
-        ("", "nodes") => node_cells(o),
-        ("", "services") => service_cells(o),
-        ("", "endpoints") => vec![name, json!(endpoints_cell(o)), json!(age(o))],
-        ("", "namespaces") => vec![name, json!(s(o, "/status/phase")), json!(age(o))],
-        ("", "configmaps") => {
-            let n = ["data", "binaryData"]
-                .iter()
-                .map(|k| o.get(*k).and_then(Value::as_object).map_or(0, |m| m.len()))
-                .sum::<usize>();
-            vec![name, json!(n), json!(age(o))]
-        }
-        ("", "secrets") => {
-            let n = o.get("data").and_then(Value::as_object).map_or(0, |m| m.len());
-            vec![name, json!(s(o, "/type")), json!(n), json!(age(o))]
-        }
-        ("", "events") => event_cells(o),
-        ("events.k8s.io", "events") => event_cells(&super::convert::to_storage(def, o.clone())),
-        ("apps", "deployments") => {
-            let (c, im) = containers_images(o, tmpl);
-            vec![
-                name,
-                json!(format!("{}/{}", i(o, "/status/readyReplicas"), i(o, "/spec/replicas"))),
-                json!(i(o, "/status/updatedReplicas")),
-                json!(i(o, "/status/availableReplicas")),
-                json!(age(o)),
-                json!(c),
-                json!(im),
-                json!(o.pointer("/spec/selector").map(selector_string).unwrap_or_default()),
-            ]
-        }
-        ("apps", "replicasets") => {
-            let (c, im) = containers_images(o, tmpl);
-            vec![
-                name,
-                json!(i(o, "/spec/replicas")),
-                json!(i(o, "/status/replicas")),
-                json!(i(o, "/status/readyReplicas")),
-                json!(age(o)),
-                json!(c),
-                json!(im),
-                json!(o.pointer("/spec/selector").map(selector_string).unwrap_or_default()),
-            ]
-        }
-        ("apps", "daemonsets") => {
-            let (c, im) = containers_images(o, tmpl);
-            let ns: Vec<String> = o
-                .pointer("/spec/template/spec/nodeSelector")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            vec![
-                name,
-                json!(i(o, "/status/desiredNumberScheduled")),
-                json!(i(o, "/status/currentNumberScheduled")),
-                json!(i(o, "/status/numberReady")),
-                json!(i(o, "/status/updatedNumberScheduled")),
-                json!(i(o, "/status/numberAvailable")),
-                json!(or_none(ns.join(","))),
-                json!(age(o)),
-                json!(c),
-                json!(im),
-                json!(o.pointer("/spec/selector").map(selector_string).unwrap_or_default()),
-            ]
-        }
-        ("apps", "statefulsets") => {
-            let (c, im) = containers_images(o, tmpl);
-            vec![
-                name,
-                json!(format!("{}/{}", i(o, "/status/readyReplicas"), i(o, "/spec/replicas"))),
-                json!(age(o)),
-                json!(c),
-                json!(im),
-            ]
-        }
-        ("batch", "jobs") => {
-            let (c, im) = containers_images(o, tmpl);
-            let conds = o
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let has = |t: &str| conds.iter().any(|c| c["type"] == t && c["status"] == "True");
-            let status = if has("Complete") {
-                "Complete"
-            } else if has("Failed") {
-                "Failed"
-            } else if has("Suspended") {
-                "Suspended"
-            } else if has("FailureTarget") {
-                "FailureTarget"
-            } else if has("SuccessCriteriaMet") {
-                "SuccessCriteriaMet"
-            } else if meta::is_deleting(o) {
-                "Terminating"
-            } else {
-                "Running"
-            };
-            let completions = match o.pointer("/spec/completions").and_then(Value::as_i64) {
-                Some(n) => format!("{}/{n}", i(o, "/status/succeeded")),
-                None => format!(
-                    "{}/1 of {}",
-                    i(o, "/status/succeeded"),
-                    i(o, "/spec/parallelism").max(1)
-                ),
-            };
-            let start = s(o, "/status/startTime");
-            let duration = if start.is_empty() {
-                String::new()
-            } else {
-                let end = s(o, "/status/completionTime");
-                let st = meta::age_secs(&start).unwrap_or(0);
-                let secs = if end.is_empty() {
-                    st
-                } else {
-                    st - meta::age_secs(&end).unwrap_or(0)
-                };
-                meta::human_duration(secs)
-            };
-            vec![
-                name,
-                json!(status),
-                json!(completions),
-                json!(duration),
-                json!(age(o)),
-                json!(c),
-                json!(im),
-                json!(o.pointer("/spec/selector").map(selector_string).unwrap_or_default()),
-            ]
-        }
-        ("batch", "cronjobs") => {
-            let (c, im) = containers_images(o, "/spec/jobTemplate/spec/template/spec/containers");
-            let last = s(o, "/status/lastScheduleTime");
-            vec![
-                name,
-                json!(s(o, "/spec/schedule")),
-                json!(or_none(s(o, "/spec/timeZone"))),
-                json!(o.pointer("/spec/suspend").and_then(Value::as_bool).unwrap_or(false)),
-                json!(
-                    o.pointer("/status/active")
-                        .and_then(Value::as_array)
-                        .map_or(0, Vec::len)
-                ),
-                json!(if last.is_empty() { "<none>".into() } else { since(&last) }),
-                json!(age(o)),
-                json!(c),
-                json!(im),
-                json!(
-                    o.pointer("/spec/jobTemplate/spec/selector")
-                        .map(selector_string)
-                        .unwrap_or_else(|| "<none>".into())
-                ),
-            ]
-        }
-        ("discovery.k8s.io", "endpointslices") => slice_cells(o),
-        ("", "serviceaccounts") => {
-            let n = o.get("secrets").and_then(Value::as_array).map_or(0, Vec::len);
-            vec![name, json!(n), json!(age(o))]
-        }
-        ("", "replicationcontrollers") => {
-            let (c, im) = containers_images(o, tmpl);
-            let sel = o
-                .pointer("/spec/selector")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
-            vec![
-                name,
-                json!(i(o, "/spec/replicas")),
-                json!(i(o, "/status/replicas")),
-                json!(i(o, "/status/readyReplicas")),
-                json!(age(o)),
-                json!(c),
-                json!(im),
-                json!(sel),
-            ]
-        }
-        ("", "resourcequotas") => {
-            let (request, limit) = quota_cells(o);
-            vec![name, json!(age(o)), json!(request), json!(limit)]
-        }
-        ("coordination.k8s.io", "leases") => {
-            vec![name, json!(s(o, "/spec/holderIdentity")), json!(age(o))]
-        }
-        ("scheduling.k8s.io", "priorityclasses") => vec![
-            name,
-            json!(i(o, "/value")),
-            json!(o.get("globalDefault").and_then(Value::as_bool).unwrap_or(false)),
-            json!(age(o)),
-            json!(s(o, "/preemptionPolicy")),
-        ],
-        ("node.k8s.io", "runtimeclasses") => vec![name, json!(s(o, "/handler")), json!(age(o))],
-        ("apps", "controllerrevisions") => {
-            let owner = o
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .and_then(|refs| {
-                    refs.iter()
-                        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-                })
-                .map(|r| {
-                    let group = s(r, "/apiVersion").split('/').next().unwrap_or_default().to_string();
-                    let kind = s(r, "/kind").to_lowercase();
-                    let kind = if s(r, "/apiVersion").contains('/') {
-                        format!("{kind}.{group}")
-                    } else {
-                        kind
-                    };
-                    format!("{kind}/{}", s(r, "/name"))
-                })
-                .unwrap_or_else(|| "<none>".into());
-            vec![name, json!(owner), json!(i(o, "/revision")), json!(age(o))]
-        }
-        ("autoscaling", "horizontalpodautoscalers") => {
-            let min = o
-                .pointer("/spec/minReplicas")
-                .and_then(Value::as_i64)
-                .map_or("<unset>".to_string(), |m| m.to_string());
-            vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    s(o, "/spec/scaleTargetRef/kind"),
-                    s(o, "/spec/scaleTargetRef/name")
-                )),
-                json!(hpa_targets(o)),
-                json!(min),
-                json!(i(o, "/spec/maxReplicas").to_string()),
-                json!(i(o, "/status/currentReplicas").to_string()),
-                json!(age(o)),
-            ]
-        }
-        _ => vec![name, json!(age(o))],
+/// Upstream's job STATUS column.
+fn job_status(o: &Value) -> &'static str {
+    let conds = list(o, "/status/conditions");
+    let has = |t: &str| conds.iter().any(|c| c["type"] == t && c["status"] == "True");
+    if has("Complete") {
+        "Complete"
+    } else if has("Failed") {
+        "Failed"
+    } else if has("Suspended") {
+        "Suspended"
+    } else if has("FailureTarget") {
+        "FailureTarget"
+    } else if has("SuccessCriteriaMet") {
+        "SuccessCriteriaMet"
+    } else if meta::is_deleting(o) {
+        "Terminating"
+    } else {
+        "Running"
     }
+}
+
+fn job_completions(o: &Value) -> String {
+    match o.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(n) => format!("{}/{n}", i(o, "/status/succeeded")),
+        None => format!(
+            "{}/1 of {}",
+            i(o, "/status/succeeded"),
+            i(o, "/spec/parallelism").max(1)
+        ),
+    }
+}
+
+fn job_duration(o: &Value) -> String {
+    let start = s(o, "/status/startTime");
+    if start.is_empty() {
+        return String::new();
+    }
+    let end = s(o, "/status/completionTime");
+    let st = meta::age_secs(&start).unwrap_or(0);
+    let secs = if end.is_empty() {
+        st
+    } else {
+        st - meta::age_secs(&end).unwrap_or(0)
+    };
+    meta::human_duration(secs)
+}
+
+/// Upstream's controller revision CONTROLLER column: `kind.group/name` of the controller.
+fn revision_owner(o: &Value) -> String {
+    list(o, "/metadata/ownerReferences")
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        .map(|r| {
+            let group = s(r, "/apiVersion").split('/').next().unwrap_or_default().to_string();
+            let kind = s(r, "/kind").to_lowercase();
+            let kind = if s(r, "/apiVersion").contains('/') {
+                format!("{kind}.{group}")
+            } else {
+                kind
+            };
+            format!("{kind}/{}", s(r, "/name"))
+        })
+        .unwrap_or_else(|| "<none>".into())
 }
 
 /// A Table of `items`; `list_meta` is the list's metadata (None for one object or a watch event).
 pub fn render(def: &ResourceDef, items: &[Value], opts: &TableOpts, list_meta: Option<Value>) -> Value {
     let cols: Vec<Value> = columns(def)
-        .into_iter()
-        .map(|(name, ty, prio)| {
-            let format = if name == "Name" { "name" } else { "" };
-            json!({"name": name, "type": ty, "format": format, "description": description(name), "priority": prio})
+        .iter()
+        .map(|c| {
+            let format = if c.name == "Name" { "name" } else { "" };
+            json!({"name": c.name, "type": c.ty, "format": format, "description": description(c.name), "priority": c.priority})
         })
         .collect();
     let rows: Vec<Value> = items

@@ -23,6 +23,8 @@ static CONFIG_KEY: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[-._a-zA-Z0-
 const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const LABEL_1123_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const LABEL_1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+/// The port protocols, in upstream's message order.
+const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 
 /// Which name rule a resource's names follow.
 #[derive(Clone, Copy)]
@@ -60,6 +62,11 @@ fn check_name(value: &str, rule: NameRule, field: &str, out: &mut Vec<Cause>) {
 
 fn s<'a>(v: &'a Value, p: &str) -> &'a str {
     v.pointer(p).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The array at `key` of `v`, empty when absent.
+fn items<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
 /// Validates an object (`old` is the stored one for updates).
@@ -178,15 +185,12 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
                 "/spec/jobTemplate/spec/template/spec/restartPolicy",
                 &mut out,
             );
-            if let Some(p) = obj.pointer("/spec/concurrencyPolicy").and_then(Value::as_str)
-                && !matches!(p, "Allow" | "Forbid" | "Replace")
-            {
-                out.push(Cause::not_supported(
-                    "spec.concurrencyPolicy",
-                    &json!(p),
-                    &["Allow", "Forbid", "Replace"],
-                ));
-            }
+            one_of(
+                obj.pointer("/spec/concurrencyPolicy").and_then(Value::as_str),
+                "spec.concurrencyPolicy",
+                &["Allow", "Forbid", "Replace"],
+                &mut out,
+            );
         }
         ("", "events") if s(obj, "/involvedObject/name").is_empty() && s(obj, "/involvedObject/kind").is_empty() => {
             out.push(Cause::required("involvedObject"));
@@ -204,12 +208,17 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
 
 fn job_restart_policy(obj: &Value, path: &str, pointer: &str, out: &mut Vec<Cause>) {
     let rp = obj.pointer(pointer).and_then(Value::as_str).unwrap_or("Always");
-    if !matches!(rp, "OnFailure" | "Never") {
-        out.push(Cause::not_supported(
-            format!("{path}.restartPolicy"),
-            &json!(rp),
-            &["OnFailure", "Never"],
-        ));
+    one_of(Some(rp), format!("{path}.restartPolicy"), &["OnFailure", "Never"], out);
+}
+
+/// Upstream's `NotSupported` check of an enum field: a `value` that is set and is not one of
+/// `supported` gets a cause listing them in the order given (upstream's order, not always
+/// sorted). Every enum field of the validated kinds is checked through it.
+fn one_of(value: Option<&str>, field: impl Into<String>, supported: &[&str], out: &mut Vec<Cause>) {
+    if let Some(v) = value
+        && !supported.contains(&v)
+    {
+        out.push(Cause::not_supported(field, &json!(v), supported));
     }
 }
 
@@ -297,23 +306,13 @@ fn immutable_config(secret: bool, old: &Value, new: &Value, out: &mut Vec<Cause>
 
 /// Pod spec rules, with `base` the field path of the spec.
 pub fn pod_spec(spec: &Value, base: &str, out: &mut Vec<Cause>) {
-    let containers = spec
-        .get("containers")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let containers = items(spec, "containers");
     if containers.is_empty() {
         out.push(Cause::required(format!("{base}.containers")));
     }
     let mut names: Vec<String> = Vec::new();
     for key in ["initContainers", "containers"] {
-        for (i, c) in spec
-            .get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
+        for (i, c) in items(spec, key).iter().enumerate() {
             let path = format!("{base}.{key}[{i}]");
             let name = s(c, "/name");
             if name.is_empty() {
@@ -330,13 +329,7 @@ pub fn pod_spec(spec: &Value, base: &str, out: &mut Vec<Cause>) {
             if s(c, "/image").trim().is_empty() {
                 out.push(Cause::required(format!("{path}.image")));
             }
-            for (j, p) in c
-                .get("ports")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
+            for (j, p) in items(c, "ports").iter().enumerate() {
                 let cp = p.get("containerPort").and_then(Value::as_i64).unwrap_or(0);
                 if !(1..=65535).contains(&cp) {
                     out.push(Cause::invalid(
@@ -345,45 +338,33 @@ pub fn pod_spec(spec: &Value, base: &str, out: &mut Vec<Cause>) {
                         "must be between 1 and 65535, inclusive",
                     ));
                 }
-                if let Some(proto) = p.get("protocol").and_then(Value::as_str)
-                    && !matches!(proto, "TCP" | "UDP" | "SCTP")
-                {
-                    out.push(Cause::not_supported(
-                        format!("{path}.ports[{j}].protocol"),
-                        &json!(proto),
-                        &["SCTP", "TCP", "UDP"],
-                    ));
-                }
+                one_of(
+                    p.get("protocol").and_then(Value::as_str),
+                    format!("{path}.ports[{j}].protocol"),
+                    PROTOCOLS,
+                    out,
+                );
             }
-            if let Some(p) = c.get("imagePullPolicy").and_then(Value::as_str)
-                && !matches!(p, "Always" | "IfNotPresent" | "Never")
-            {
-                out.push(Cause::not_supported(
-                    format!("{path}.imagePullPolicy"),
-                    &json!(p),
-                    &["Always", "IfNotPresent", "Never"],
-                ));
-            }
+            one_of(
+                c.get("imagePullPolicy").and_then(Value::as_str),
+                format!("{path}.imagePullPolicy"),
+                &["Always", "IfNotPresent", "Never"],
+                out,
+            );
         }
     }
-    if let Some(rp) = spec.get("restartPolicy").and_then(Value::as_str)
-        && !matches!(rp, "Always" | "OnFailure" | "Never")
-    {
-        out.push(Cause::not_supported(
-            format!("{base}.restartPolicy"),
-            &json!(rp),
-            &["Always", "OnFailure", "Never"],
-        ));
-    }
-    if let Some(dp) = spec.get("dnsPolicy").and_then(Value::as_str)
-        && !matches!(dp, "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None")
-    {
-        out.push(Cause::not_supported(
-            format!("{base}.dnsPolicy"),
-            &json!(dp),
-            &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
-        ));
-    }
+    one_of(
+        spec.get("restartPolicy").and_then(Value::as_str),
+        format!("{base}.restartPolicy"),
+        &["Always", "OnFailure", "Never"],
+        out,
+    );
+    one_of(
+        spec.get("dnsPolicy").and_then(Value::as_str),
+        format!("{base}.dnsPolicy"),
+        &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
+        out,
+    );
     if spec.get("dnsPolicy").and_then(Value::as_str) == Some("None")
         && spec
             .pointer("/dnsConfig/nameservers")
@@ -396,13 +377,7 @@ pub fn pod_spec(spec: &Value, base: &str, out: &mut Vec<Cause>) {
         );
     }
     let mut vol_names: Vec<&str> = Vec::new();
-    for (i, v) in spec
-        .get("volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+    for (i, v) in items(spec, "volumes").iter().enumerate() {
         let n = s(v, "/name");
         if n.is_empty() {
             out.push(Cause::required(format!("{base}.volumes[{i}].name")));
@@ -412,20 +387,8 @@ pub fn pod_spec(spec: &Value, base: &str, out: &mut Vec<Cause>) {
         vol_names.push(n);
     }
     for key in ["initContainers", "containers"] {
-        for (i, c) in spec
-            .get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            for (j, m) in c
-                .get("volumeMounts")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
+        for (i, c) in items(spec, key).iter().enumerate() {
+            for (j, m) in items(c, "volumeMounts").iter().enumerate() {
                 let n = s(m, "/name");
                 if !vol_names.contains(&n) {
                     out.push(Cause {
@@ -488,13 +451,7 @@ fn os_rules(spec: &Value, base: &str, out: &mut Vec<Cause>) {
                 ));
             }
             for key in ["initContainers", "containers", "ephemeralContainers"] {
-                for (i, c) in spec
-                    .get(key)
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .enumerate()
-                {
+                for (i, c) in items(spec, key).iter().enumerate() {
                     let Some(sc) = c.get("securityContext") else { continue };
                     for f in [
                         "seLinuxOptions",
@@ -521,13 +478,7 @@ fn os_rules(spec: &Value, base: &str, out: &mut Vec<Cause>) {
                 out.push(Cause::forbidden(format!("{base}.securityContext.windowsOptions"), msg));
             }
             for key in ["initContainers", "containers", "ephemeralContainers"] {
-                for (i, c) in spec
-                    .get(key)
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .enumerate()
-                {
+                for (i, c) in items(spec, key).iter().enumerate() {
                     if present(c.pointer("/securityContext/windowsOptions")) {
                         out.push(Cause::forbidden(
                             format!("{base}.{key}[{i}].securityContext.windowsOptions"),
@@ -553,7 +504,7 @@ fn pod_update(old: &Value, new: &Value, out: &mut Vec<Cause>) {
     let mut a = os.clone();
     let mut b = ns.clone();
     for key in ["containers", "initContainers"] {
-        let olds = os.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+        let olds = items(os, key);
         if let Some(list) = b.get_mut(key).and_then(Value::as_array_mut) {
             for (i, c) in list.iter_mut().enumerate() {
                 if let Some(img) = olds.get(i).and_then(|o| o.get("image")) {
@@ -571,31 +522,15 @@ fn pod_update(old: &Value, new: &Value, out: &mut Vec<Cause>) {
         }
     }
     // Tolerations may only be added.
-    let old_tol = os
-        .get("tolerations")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let new_tol = ns
-        .get("tolerations")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let old_tol = items(os, "tolerations");
+    let new_tol = items(ns, "tolerations");
     if old_tol.iter().all(|t| new_tol.contains(t)) {
         a["tolerations"] = json!(null);
         b["tolerations"] = json!(null);
     }
     // Scheduling gates may only be removed.
-    let old_g = os
-        .get("schedulingGates")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let new_g = ns
-        .get("schedulingGates")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let old_g = items(os, "schedulingGates");
+    let new_g = items(ns, "schedulingGates");
     if new_g.iter().all(|g| old_g.contains(g)) {
         a["schedulingGates"] = json!(null);
         b["schedulingGates"] = json!(null);
@@ -611,14 +546,13 @@ fn pod_update(old: &Value, new: &Value, out: &mut Vec<Cause>) {
 fn service(obj: &Value, old: Option<&Value>, out: &mut Vec<Cause>) {
     let spec = obj.get("spec").cloned().unwrap_or_default();
     let ty = s(&spec, "/type");
-    if !matches!(ty, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
-        out.push(Cause::not_supported(
-            "spec.type",
-            &json!(ty),
-            &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
-        ));
-    }
-    let ports = spec.get("ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    one_of(
+        Some(ty),
+        "spec.type",
+        &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
+        out,
+    );
+    let ports = items(&spec, "ports");
     if ty == "ExternalName" {
         let en = s(&spec, "/externalName");
         if en.is_empty() {
@@ -658,15 +592,12 @@ fn service(obj: &Value, old: Option<&Value>, out: &mut Vec<Cause>) {
             ));
         }
         seen.push(key);
-        if let Some(proto) = p.get("protocol").and_then(Value::as_str)
-            && !matches!(proto, "TCP" | "UDP" | "SCTP")
-        {
-            out.push(Cause::not_supported(
-                format!("spec.ports[{i}].protocol"),
-                &json!(proto),
-                &["SCTP", "TCP", "UDP"],
-            ));
-        }
+        one_of(
+            p.get("protocol").and_then(Value::as_str),
+            format!("spec.ports[{i}].protocol"),
+            PROTOCOLS,
+            out,
+        );
         if p.get("nodePort").is_some() && ty == "ClusterIP" {
             out.push(Cause::forbidden(
                 format!("spec.ports[{i}].nodePort"),

@@ -19,21 +19,23 @@ use std::time::Duration;
 
 use croner::Cron;
 use croner::time::{CivilDate, CivilDateTime, CivilTime, CronDateTime, Resolution, Weekday};
+use futures::FutureExt;
 use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{SignedDuration, Timestamp, Zoned};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::error::{ApiContext, Error, Result, is_conflict, is_not_found};
 use super::events::{EventType, Recorder};
-use super::informer::{Informer, Requeue, Wake};
+use super::informer::{Informer, Requeue, reconcile_each};
 use super::job::is_finished;
 use super::plane::{Component, Ctx};
 use super::util::{controlled_by, owner_ref};
+use super::writes::patch_status;
 
 /// The annotation recording the scheduled time a Job was created for.
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
@@ -151,26 +153,16 @@ pub fn job_name(cronjob: &str, scheduled: Timestamp) -> String {
 pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let cronjobs = ctx.informers.get::<CronJob>();
     let jobs = ctx.informers.get::<Job>();
-    tokio::select! {
-        () = ctx.cancel.cancelled() => return Ok(()),
-        r = async { cronjobs.ready().await?; jobs.ready().await } => r?,
-    }
     let recorder = ctx.recorder(Component::CronJob);
-    let mut wake = Wake::new(vec![cronjobs.subscribe(), jobs.subscribe()], ctx.cfg.resync);
-    let mut requeue = Requeue::default();
-    loop {
-        for cj in cronjobs.list() {
-            if let Err(e) = sync(&ctx, &recorder, &jobs, &cj, &mut requeue).await {
-                if !e.is_not_found() {
-                    tracing::warn!(cronjob = %cj.name_any(), error = %super::error::chain(&e), "sync failed");
-                }
-                requeue.after(Duration::from_secs(1));
-            }
-        }
-        if !wake.next(requeue.take(), &ctx.cancel).await {
-            return Ok(());
-        }
-    }
+    let caches = async {
+        cronjobs.ready().await?;
+        jobs.ready().await
+    };
+    let changes = vec![cronjobs.subscribe(), jobs.subscribe()];
+    reconcile_each(&ctx, caches, &cronjobs, changes, |cj, pass| {
+        sync(&ctx, &recorder, &jobs, cj, pass.requeue).boxed()
+    })
+    .await
 }
 
 /// The concurrency policy the controller applies: the CronJob's own (Allow when unset), unless
@@ -184,6 +176,24 @@ fn effective_policy<'a>(ctx: &Ctx, own: Option<&'a str>) -> &'a str {
         }
     }
     own.unwrap_or("Allow")
+}
+
+/// Deletes the Job `name` of `cj` (in the background, its pods after it) and records upstream's
+/// `SuccessfulDelete` ("Deleted job NAME"); a Job already gone is no error. Both the Replace
+/// policy and the history limits delete Jobs this way.
+async fn delete_job(recorder: &Recorder, api: &Api<Job>, cj: &CronJob, name: &str) -> Result<()> {
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => {
+            recorder
+                .record(cj, EventType::Normal, "SuccessfulDelete", format!("Deleted job {name}"))
+                .await;
+            Ok(())
+        }
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e).ctx("delete", || {
+            format!("job {}/{name}", cj.namespace().unwrap_or_default())
+        }),
+    }
 }
 
 fn job_ref(job: &Job) -> ObjectReference {
@@ -321,21 +331,7 @@ async fn sync(
             } else {
                 if policy == "Replace" {
                     for r in std::mem::take(&mut active) {
-                        let jn = r.name.clone().unwrap_or_default();
-                        match job_api.delete(&jn, &DeleteParams::background()).await {
-                            Ok(_) => {
-                                recorder
-                                    .record(
-                                        cj.as_ref(),
-                                        EventType::Normal,
-                                        "SuccessfulDelete",
-                                        format!("Deleted job {jn}"),
-                                    )
-                                    .await
-                            }
-                            Err(e) if is_not_found(&e) => {}
-                            Err(e) => return Err(e).ctx("delete", || format!("job {ns}/{jn}")),
-                        }
+                        delete_job(recorder, &job_api, cj, &r.name.clone().unwrap_or_default()).await?;
                     }
                 }
                 let jt = &spec.job_template;
@@ -415,20 +411,7 @@ async fn sync(
         let list = by_outcome.remove(outcome).unwrap_or_default();
         let excess = list.len().saturating_sub(limit.max(0) as usize);
         for j in list.into_iter().take(excess) {
-            match job_api.delete(&j.name_any(), &DeleteParams::background()).await {
-                Ok(_) => {
-                    recorder
-                        .record(
-                            cj.as_ref(),
-                            EventType::Normal,
-                            "SuccessfulDelete",
-                            format!("Deleted job {}", j.name_any()),
-                        )
-                        .await
-                }
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(e).ctx("delete", || format!("job {ns}/{}", j.name_any())),
-            }
+            delete_job(recorder, &job_api, cj, &j.name_any()).await?;
         }
     }
 
@@ -459,13 +442,7 @@ async fn sync(
         || current.get("lastSuccessfulTime").unwrap_or(&serde_json::Value::Null) != &desired["lastSuccessfulTime"];
     if differs {
         let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), &ns);
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": desired})),
-        )
-        .await
-        .ctx("patch status of", || format!("cronjob {ns}/{name}"))?;
+        patch_status(&api, &name, desired, || format!("cronjob {ns}/{name}")).await?;
     }
     Ok(())
 }

@@ -7,23 +7,25 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodTemplateSpec,
     Toleration,
 };
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::deployment::resolve_int_or_percent;
-use super::error::{ApiContext, Result, is_not_found};
+use super::error::{ApiContext, Result};
 use super::events::{EventType, Recorder};
-use super::informer::{Informer, Requeue, Wake};
+use super::informer::{Informer, Requeue, reconcile_each};
 use super::plane::{Component, Ctx};
 use super::predicates::{matches_node_selector_and_affinity, untolerated_taint};
 use super::replicaset::claim_pods;
 use super::util::{generate_name_prefix, is_available, is_ready, owner_ref, phase, pod_from_template, template_hash};
+use super::writes::{create_owned_pod, delete_owned_pod, patch_status};
 
 /// The label carrying the template revision of a daemon (and stateful) pod.
 pub const CONTROLLER_REVISION_HASH: &str = "controller-revision-hash";
@@ -150,40 +152,28 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let sets = ctx.informers.get::<DaemonSet>();
     let pods = ctx.informers.get::<Pod>();
     let nodes = ctx.informers.get::<Node>();
-    tokio::select! {
-        () = ctx.cancel.cancelled() => return Ok(()),
-        r = async { sets.ready().await?; pods.ready().await?; nodes.ready().await } => r?,
-    }
     let recorder = ctx.recorder(Component::DaemonSet);
-    let mut wake = Wake::new(
-        vec![sets.subscribe(), pods.subscribe(), nodes.subscribe()],
-        ctx.cfg.resync,
-    );
-    let mut requeue = Requeue::default();
-    loop {
-        let node_list = nodes.list();
-        for ds in sets.list() {
-            if let Err(e) = sync(&ctx, &recorder, &pods, &node_list, &ds, &mut requeue).await {
-                if !e.is_not_found() {
-                    tracing::warn!(daemonset = %ds.name_any(), error = %super::error::chain(&e), "sync failed");
-                }
-                requeue.after(Duration::from_secs(1));
-            }
-        }
-        if !wake.next(requeue.take(), &ctx.cancel).await {
-            return Ok(());
-        }
-    }
+    let caches = async {
+        sets.ready().await?;
+        pods.ready().await?;
+        nodes.ready().await
+    };
+    let changes = vec![sets.subscribe(), pods.subscribe(), nodes.subscribe()];
+    reconcile_each(&ctx, caches, &sets, changes, |ds, pass| {
+        sync(&ctx, &recorder, &pods, &nodes, ds, pass.requeue).boxed()
+    })
+    .await
 }
 
 async fn sync(
     ctx: &Ctx,
     recorder: &Recorder,
     pods: &Informer<Pod>,
-    nodes: &[Arc<Node>],
+    nodes: &Informer<Node>,
     ds: &Arc<DaemonSet>,
     requeue: &mut Requeue,
 ) -> Result<()> {
+    let nodes = &nodes.list();
     let ns = ds.namespace().unwrap_or_default();
     let name = ds.name_any();
     let Some(spec) = ds.spec.as_ref() else { return Ok(()) };
@@ -293,52 +283,14 @@ async fn sync(
         for node_name in &to_create {
             let t = daemon_template(template, node_name, &hash);
             let pod = pod_from_template(&t, &ns, owner_ref(ds.as_ref()), None, Some(generate_name_prefix(&name)));
-            match api.create(&PostParams::default(), &pod).await {
-                Ok(created) => {
-                    recorder
-                        .record(
-                            ds.as_ref(),
-                            EventType::Normal,
-                            "SuccessfulCreate",
-                            format!("Created pod: {}", created.name_any()),
-                        )
-                        .await;
-                    pods.wait_for_write(&created).await;
-                }
-                Err(e) => {
-                    let msg = match &e {
-                        kube::Error::Api(s) => s.message.clone(),
-                        other => other.to_string(),
-                    };
-                    recorder
-                        .record(
-                            ds.as_ref(),
-                            EventType::Warning,
-                            "FailedCreate",
-                            format!("Error creating: {msg}"),
-                        )
-                        .await;
-                    return Err(e).ctx("create", || format!("daemon pod of {ns}/{name} for node {node_name}"));
-                }
-            }
+            create_owned_pod(recorder, pods, &api, ds.as_ref(), &pod)
+                .await
+                .ctx("create", || format!("daemon pod of {ns}/{name} for node {node_name}"))?;
         }
         for p in &to_delete {
-            match api.delete(&p.name_any(), &DeleteParams::default()).await {
-                Ok(_) => {
-                    recorder
-                        .record(
-                            ds.as_ref(),
-                            EventType::Normal,
-                            "SuccessfulDelete",
-                            format!("Deleted pod: {}", p.name_any()),
-                        )
-                        .await;
-                    pods.wait_for_delete(Some(&ns), &p.name_any(), p.metadata.uid.as_deref())
-                        .await;
-                }
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(e).ctx("delete", || format!("pod {ns}/{}", p.name_any())),
-            }
+            delete_owned_pod(recorder, &api, ds.as_ref(), p, &DeleteParams::default(), Some(pods))
+                .await
+                .ctx("delete", || format!("pod {ns}/{}", p.name_any()))?;
         }
     }
     update_status(ctx, pods, nodes, ds, &hash, requeue).await
@@ -412,13 +364,10 @@ async fn update_status(
         .any(|(k, v)| have.get(k).cloned().unwrap_or(json!(0)) != if v.is_null() { json!(0) } else { v.clone() });
     if differs {
         let api: Api<DaemonSet> = Api::namespaced(ctx.client.clone(), &ns);
-        api.patch_status(
-            &ds.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": desired_status})),
-        )
-        .await
-        .ctx("patch status of", || format!("daemonset {ns}/{}", ds.name_any()))?;
+        patch_status(&api, &ds.name_any(), desired_status, || {
+            format!("daemonset {ns}/{}", ds.name_any())
+        })
+        .await?;
     }
     Ok(())
 }

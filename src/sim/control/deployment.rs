@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
@@ -17,9 +18,10 @@ use serde_json::json;
 
 use super::error::{ApiContext, Result, is_not_found};
 use super::events::{EventType, Recorder};
-use super::informer::{Informer, Requeue, Wake};
+use super::informer::{Informer, Requeue, reconcile_each};
 use super::plane::{Component, Ctx};
 use super::util::{controlled_by, controller_of, owner_ref, selector_matches, set_condition, template_hash};
+use super::writes::patch_status;
 
 /// The label that ties a ReplicaSet and its pods to one template of a Deployment.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
@@ -33,29 +35,17 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let deployments = ctx.informers.get::<Deployment>();
     let sets = ctx.informers.get::<ReplicaSet>();
     let pods = ctx.informers.get::<Pod>();
-    tokio::select! {
-        () = ctx.cancel.cancelled() => return Ok(()),
-        r = async { deployments.ready().await?; sets.ready().await?; pods.ready().await } => r?,
-    }
     let recorder = ctx.recorder(Component::Deployment);
-    let mut wake = Wake::new(
-        vec![deployments.subscribe(), sets.subscribe(), pods.subscribe()],
-        ctx.cfg.resync,
-    );
-    let mut requeue = Requeue::default();
-    loop {
-        for d in deployments.list() {
-            if let Err(e) = sync(&ctx, &recorder, &sets, &pods, &d, &mut requeue).await {
-                if !e.is_not_found() {
-                    tracing::warn!(deployment = %d.name_any(), error = %super::error::chain(&e), "sync failed");
-                }
-                requeue.after(Duration::from_secs(1));
-            }
-        }
-        if !wake.next(requeue.take(), &ctx.cancel).await {
-            return Ok(());
-        }
-    }
+    let caches = async {
+        deployments.ready().await?;
+        sets.ready().await?;
+        pods.ready().await
+    };
+    let changes = vec![deployments.subscribe(), sets.subscribe(), pods.subscribe()];
+    reconcile_each(&ctx, caches, &deployments, changes, |d, pass| {
+        sync(&ctx, &recorder, &sets, &pods, d, pass.requeue).boxed()
+    })
+    .await
 }
 
 /// Resolves an int-or-percent against `total`, rounding up (surge) or down (unavailable).
@@ -264,13 +254,8 @@ async fn sync(
                 // so the next hash differs (upstream's hash-collision handling).
                 let count = collision.unwrap_or(0) + 1;
                 let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-                api.patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": {"collisionCount": count}})),
-                )
-                .await
-                .ctx("patch status of", || format!("deployment {ns}/{name}"))?;
+                let status = json!({"collisionCount": count});
+                patch_status(&api, &name, status, || format!("deployment {ns}/{name}")).await?;
                 return Ok(());
             }
             Err(e) => return Err(e).ctx("create", || format!("replicaset for deployment {ns}/{name}")),
@@ -598,13 +583,7 @@ async fn update_status(
         }
     }
     if differs {
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": desired})),
-        )
-        .await
-        .ctx("patch status of", || format!("deployment {ns}/{name}"))?;
+        patch_status(&api, &name, desired, || format!("deployment {ns}/{name}")).await?;
     }
     Ok(())
 }

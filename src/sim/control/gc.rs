@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
-use kube::discovery::{Discovery, Scope, verbs};
+use kube::discovery::{Scope, verbs};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::error::{ApiContext, Error, Result, is_conflict, is_not_found};
+use super::error::{ApiContext, Result, is_conflict, is_not_found};
 use super::informer::Wake;
 use super::plane::Ctx;
 
@@ -86,22 +86,16 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
 }
 
 async fn discover(ctx: &Ctx) -> Result<Vec<(ApiResource, bool)>> {
-    let discovery = Discovery::new(ctx.client.clone())
-        .run()
-        .await
-        .map_err(Error::Discovery)?;
     let mut out = Vec::new();
-    for group in discovery.groups() {
-        for (ar, caps) in group.recommended_resources() {
-            if ar.plural == "events"
-                || !caps.supports_operation(verbs::LIST)
-                || !caps.supports_operation(verbs::WATCH)
-                || !caps.supports_operation(verbs::DELETE)
-            {
-                continue;
-            }
-            out.push((ar, caps.scope == Scope::Namespaced));
+    for (ar, caps) in ctx.served_resources().await? {
+        if ar.plural == "events"
+            || !caps.supports_operation(verbs::LIST)
+            || !caps.supports_operation(verbs::WATCH)
+            || !caps.supports_operation(verbs::DELETE)
+        {
+            continue;
         }
+        out.push((ar, caps.scope == Scope::Namespaced));
     }
     Ok(out)
 }

@@ -10,18 +10,21 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::error::{Error, Result};
+use super::plane::Ctx;
 
 /// The bound every cached type meets.
 pub(crate) trait Cached:
@@ -279,6 +282,55 @@ impl Wake {
         }
         true
     }
+}
+
+/// The loop of a controller that reconciles every object of one kind: once `caches` (the
+/// first lists of the informers it reads) have arrived, each pass calls `sync` on every object
+/// in `objects`, then waits on `changes` (see [`Wake`]) until cancelled. A failed sync is logged
+/// (a NotFound quietly: the object went away meanwhile) and retried within a second. The
+/// ReplicaSet, Deployment, DaemonSet, StatefulSet, Job and CronJob controllers all run it.
+pub(crate) async fn reconcile_each<'env, K: Cached>(
+    ctx: &Ctx,
+    caches: impl Future<Output = Result<()>>,
+    objects: &Informer<K>,
+    changes: Vec<watch::Receiver<u64>>,
+    mut sync: impl for<'a> FnMut(&'a Arc<K>, Pass<'a, 'env>) -> BoxFuture<'a, Result<()>>,
+) -> Result<()> {
+    tokio::select! {
+        () = ctx.cancel.cancelled() => return Ok(()),
+        r = caches => r?,
+    }
+    let mut wake = Wake::new(changes, ctx.cfg.resync);
+    let mut requeue = Requeue::default();
+    loop {
+        for object in objects.list() {
+            let pass = Pass {
+                requeue: &mut requeue,
+                env: PhantomData,
+            };
+            if let Err(e) = sync(&object, pass).await {
+                if !e.is_not_found() {
+                    tracing::warn!(kind = %K::kind(&()), name = %object.name_any(), error = %super::error::chain(&e), "sync failed");
+                }
+                requeue.after(Duration::from_secs(1));
+            }
+        }
+        if !wake.next(requeue.take(), &ctx.cancel).await {
+            return Ok(());
+        }
+    }
+}
+
+/// What [`reconcile_each`] hands a sync besides the object: the pass's requeue tracker.
+///
+/// Why the marker: a sync returns its future boxed as `Send` (an `async` closure there trips
+/// rustc's "implementation of `Send` is not general enough" once the loop is spawned), and that
+/// future borrows what the closure captured (the context, recorder and caches, alive for
+/// `'env`). `&'a &'env ()` makes every `'a` the closure is called with shorter than `'env`,
+/// which is what lets it return such a future for any `'a`.
+pub(crate) struct Pass<'a, 'env> {
+    pub(crate) requeue: &'a mut Requeue,
+    env: PhantomData<&'a &'env ()>,
 }
 
 /// Tracks when each object's requeue is due, so a pass can ask for the earliest.

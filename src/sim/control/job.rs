@@ -5,22 +5,23 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
+use futures::FutureExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::error::{ApiContext, Result, is_not_found};
 use super::events::{EventType, Recorder};
-use super::informer::{Informer, Requeue, Wake};
+use super::informer::{Informer, Requeue, reconcile_each};
 use super::plane::{Component, Ctx};
 use super::replicaset::claim_pods;
 use super::util::{generate_name_prefix, is_ready, owner_ref, phase, pod_from_template, set_condition};
+use super::writes::{create_owned_pod, delete_owned_pod, patch_status};
 
 /// The annotation and label carrying an Indexed Job pod's index.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -32,26 +33,16 @@ const MAX_BACKOFF: SignedDuration = SignedDuration::from_secs(360);
 pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let jobs = ctx.informers.get::<Job>();
     let pods = ctx.informers.get::<Pod>();
-    tokio::select! {
-        () = ctx.cancel.cancelled() => return Ok(()),
-        r = async { jobs.ready().await?; pods.ready().await } => r?,
-    }
     let recorder = ctx.recorder(Component::Job);
-    let mut wake = Wake::new(vec![jobs.subscribe(), pods.subscribe()], ctx.cfg.resync);
-    let mut requeue = Requeue::default();
-    loop {
-        for job in jobs.list() {
-            if let Err(e) = sync(&ctx, &recorder, &pods, &job, &mut requeue).await {
-                if !e.is_not_found() {
-                    tracing::warn!(job = %job.name_any(), error = %super::error::chain(&e), "sync failed");
-                }
-                requeue.after(Duration::from_secs(1));
-            }
-        }
-        if !wake.next(requeue.take(), &ctx.cancel).await {
-            return Ok(());
-        }
-    }
+    let caches = async {
+        jobs.ready().await?;
+        pods.ready().await
+    };
+    let changes = vec![jobs.subscribe(), pods.subscribe()];
+    reconcile_each(&ctx, caches, &jobs, changes, |job, pass| {
+        sync(&ctx, &recorder, &pods, job, pass.requeue).boxed()
+    })
+    .await
 }
 
 fn condition_true(job: &Job, type_: &str) -> bool {
@@ -310,20 +301,9 @@ async fn sync(
     }
 
     for p in &to_delete {
-        match pod_api.delete(&p.name_any(), &DeleteParams::background()).await {
-            Ok(_) => {
-                recorder
-                    .record(
-                        job.as_ref(),
-                        EventType::Normal,
-                        "SuccessfulDelete",
-                        format!("Deleted pod: {}", p.name_any()),
-                    )
-                    .await;
-            }
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(e).ctx("delete", || format!("pod {ns}/{}", p.name_any())),
-        }
+        delete_owned_pod(recorder, &pod_api, job.as_ref(), p, &DeleteParams::background(), None)
+            .await
+            .ctx("delete", || format!("pod {ns}/{}", p.name_any()))?;
     }
     if let Some((type_, reason, message)) = finish {
         if type_ == "Complete" {
@@ -373,13 +353,7 @@ async fn sync(
         }
     });
     if differs {
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": desired})),
-        )
-        .await
-        .ctx("patch status of", || format!("job {ns}/{name}"))?;
+        patch_status(&api, &name, desired, || format!("job {ns}/{name}")).await?;
     }
     Ok(())
 }
@@ -426,35 +400,10 @@ async fn create_pod(
             }
         }
     }
-    match api.create(&PostParams::default(), &pod).await {
-        Ok(created) => {
-            recorder
-                .record(
-                    job,
-                    EventType::Normal,
-                    "SuccessfulCreate",
-                    format!("Created pod: {}", created.name_any()),
-                )
-                .await;
-            pods.wait_for_write(&created).await;
-            Ok(())
-        }
-        Err(e) => {
-            let msg = match &e {
-                kube::Error::Api(s) => s.message.clone(),
-                other => other.to_string(),
-            };
-            recorder
-                .record(
-                    job,
-                    EventType::Warning,
-                    "FailedCreate",
-                    format!("Error creating: {msg}"),
-                )
-                .await;
-            Err(e).ctx("create", || format!("pod for job {ns}/{name}"))
-        }
-    }
+    create_owned_pod(recorder, pods, api, job, &pod)
+        .await
+        .ctx("create", || format!("pod for job {ns}/{name}"))?;
+    Ok(())
 }
 
 /// Upstream's TTL-after-finished controller: a finished Job with `ttlSecondsAfterFinished` is

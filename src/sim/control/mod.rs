@@ -23,6 +23,7 @@ mod scheduler;
 mod serviceaccount;
 mod statefulset;
 pub mod util;
+mod writes;
 
 pub use clock::{Clock, ManualClock, ScaledClock, SystemClock};
 pub use error::{Error, Result};

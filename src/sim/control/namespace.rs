@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
-use kube::discovery::{Discovery, Scope, verbs};
+use kube::discovery::{Scope, verbs};
 use kube::{Api, ResourceExt};
 
-use super::error::{ApiContext, Error, Result, is_not_found};
+use super::error::{ApiContext, Result, is_not_found};
 use super::informer::{Requeue, Wake};
 use super::plane::Ctx;
 
@@ -60,19 +60,13 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
 
 /// The namespaced resources that can be listed and deleted, from discovery.
 async fn namespaced_resources(ctx: &Ctx) -> Result<Vec<ApiResource>> {
-    let discovery = Discovery::new(ctx.client.clone())
-        .run()
-        .await
-        .map_err(Error::Discovery)?;
     let mut out = Vec::new();
-    for group in discovery.groups() {
-        for (ar, caps) in group.recommended_resources() {
-            if caps.scope == Scope::Namespaced
-                && caps.supports_operation(verbs::LIST)
-                && caps.supports_operation(verbs::DELETE)
-            {
-                out.push(ar);
-            }
+    for (ar, caps) in ctx.served_resources().await? {
+        if caps.scope == Scope::Namespaced
+            && caps.supports_operation(verbs::LIST)
+            && caps.supports_operation(verbs::DELETE)
+        {
+            out.push(ar);
         }
     }
     Ok(out)

@@ -12,14 +12,14 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolumeClaim, Pod, ReplicationController, ResourceQuota, Secret, Service,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::error::{ApiContext, Result};
+use super::error::Result;
 use super::informer::{Informer, Wake};
 use super::plane::Ctx;
 use super::predicates::parse_quantity_milli;
+use super::writes::patch_status;
 
 /// What one namespace holds, as quota usage is computed from it.
 #[derive(Debug, Default, Clone)]
@@ -284,22 +284,11 @@ async fn sync(ctx: &Ctx, caches: &Caches, q: &Arc<ResourceQuota>) -> Result<()> 
         .as_ref()
         .is_some_and(|h| h.keys().any(|k| !hard.contains_key(k)))
     {
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"hard": null, "used": null}})),
-        )
-        .await
-        .ctx("patch status of", || format!("resourcequota {ns}/{name}"))?;
+        let cleared = json!({"hard": null, "used": null});
+        patch_status(&api, &name, cleared, || format!("resourcequota {ns}/{name}")).await?;
     }
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"hard": hard, "used": used}})),
-    )
-    .await
-    .ctx("patch status of", || format!("resourcequota {ns}/{name}"))?;
-    Ok(())
+    let status = json!({"hard": hard, "used": used});
+    patch_status(&api, &name, status, || format!("resourcequota {ns}/{name}")).await
 }
 
 #[cfg(test)]

@@ -6,21 +6,23 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::error::{ApiContext, Result, is_not_found};
 use super::events::{EventType, Recorder};
-use super::informer::{Cached, Informer, Requeue, Wake};
+use super::informer::{Cached, Informer, Requeue, reconcile_each};
 use super::plane::{Component, Ctx};
 use super::util::{
     controlled_by, controller_of, generate_name_prefix, is_active, is_available, is_ready, owner_ref, phase,
     pod_from_template, ready_since, selector_matches,
 };
+use super::writes::{api_message, create_owned_pod, delete_owned_pod, patch_status};
 
 /// Pods a controller creates or deletes in one pass at most (upstream's burstReplicas).
 pub(crate) const BURST_REPLICAS: usize = 500;
@@ -100,26 +102,16 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
 async fn run_kind<K: ReplicaOwner>(ctx: Ctx) -> Result<()> {
     let owners = ctx.informers.get::<K>();
     let pods = ctx.informers.get::<Pod>();
-    tokio::select! {
-        () = ctx.cancel.cancelled() => return Ok(()),
-        r = async { owners.ready().await?; pods.ready().await } => r?,
-    }
     let recorder = ctx.recorder(Component::ReplicaSet);
-    let mut wake = Wake::new(vec![owners.subscribe(), pods.subscribe()], ctx.cfg.resync);
-    let mut requeue = Requeue::default();
-    loop {
-        for owner in owners.list() {
-            if let Err(e) = sync(&ctx, &recorder, &pods, &owner, &mut requeue).await {
-                if !e.is_not_found() {
-                    tracing::warn!(kind = %K::kind(&()), name = %owner.name_any(), error = %super::error::chain(&e), "sync failed");
-                }
-                requeue.after(Duration::from_secs(1));
-            }
-        }
-        if !wake.next(requeue.take(), &ctx.cancel).await {
-            return Ok(());
-        }
-    }
+    let caches = async {
+        owners.ready().await?;
+        pods.ready().await
+    };
+    let changes = vec![owners.subscribe(), pods.subscribe()];
+    reconcile_each(&ctx, caches, &owners, changes, |owner, pass| {
+        sync(&ctx, &recorder, &pods, owner, pass.requeue).boxed()
+    })
+    .await
 }
 
 /// Upstream's ActivePods ordering: the pod to delete first sorts first.
@@ -245,70 +237,36 @@ async fn sync<K: ReplicaOwner>(
                     None,
                     Some(generate_name_prefix(&name)),
                 );
-                match api.create(&PostParams::default(), &pod).await {
-                    Ok(created) => {
-                        recorder
-                            .record(
-                                owner.as_ref(),
-                                EventType::Normal,
-                                "SuccessfulCreate",
-                                format!("Created pod: {}", created.name_any()),
-                            )
-                            .await;
-                        pods.wait_for_write(&created).await;
-                    }
-                    Err(e) => {
-                        let msg = match &e {
-                            kube::Error::Api(s) => s.message.clone(),
-                            other => other.to_string(),
-                        };
-                        recorder
-                            .record(
-                                owner.as_ref(),
-                                EventType::Warning,
-                                "FailedCreate",
-                                format!("Error creating: {msg}"),
-                            )
-                            .await;
-                        failure = Some(("FailedCreate", msg, e));
-                        break;
-                    }
+                if let Err(e) = create_owned_pod(recorder, pods, &api, owner.as_ref(), &pod).await {
+                    failure = Some(("FailedCreate", api_message(&e), e));
+                    break;
                 }
             }
         } else if active.len() > want {
             active.sort_by(|a, b| deletion_rank(a, b));
             let extra: Vec<Arc<Pod>> = active.drain(..active.len() - want).collect();
             for pod in extra.iter().take(BURST_REPLICAS) {
-                match api.delete(&pod.name_any(), &DeleteParams::default()).await {
-                    Ok(_) => {
-                        recorder
-                            .record(
-                                owner.as_ref(),
-                                EventType::Normal,
-                                "SuccessfulDelete",
-                                format!("Deleted pod: {}", pod.name_any()),
-                            )
-                            .await;
-                        pods.wait_for_delete(Some(&ns), &pod.name_any(), pod.metadata.uid.as_deref())
-                            .await;
-                    }
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => {
-                        let msg = match &e {
-                            kube::Error::Api(s) => s.message.clone(),
-                            other => other.to_string(),
-                        };
-                        recorder
-                            .record(
-                                owner.as_ref(),
-                                EventType::Warning,
-                                "FailedDelete",
-                                format!("Error deleting: {msg}"),
-                            )
-                            .await;
-                        failure = Some(("FailedDelete", msg, e));
-                        break;
-                    }
+                let deleted = delete_owned_pod(
+                    recorder,
+                    &api,
+                    owner.as_ref(),
+                    pod,
+                    &DeleteParams::default(),
+                    Some(pods),
+                )
+                .await;
+                if let Err(e) = deleted {
+                    let msg = api_message(&e);
+                    recorder
+                        .record(
+                            owner.as_ref(),
+                            EventType::Warning,
+                            "FailedDelete",
+                            format!("Error deleting: {msg}"),
+                        )
+                        .await;
+                    failure = Some(("FailedDelete", msg, e));
+                    break;
                 }
             }
         }
@@ -404,15 +362,10 @@ async fn update_status<K: ReplicaOwner>(
     });
     if differs {
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-        api.patch_status(
-            &owner.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": desired})),
-        )
-        .await
-        .ctx("patch status of", || {
+        patch_status(&api, &owner.name_any(), desired, || {
             format!("{} {ns}/{}", K::kind(&()), owner.name_any())
-        })?;
+        })
+        .await?;
     }
     Ok(())
 }

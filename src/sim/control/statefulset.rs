@@ -7,23 +7,25 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::daemonset::CONTROLLER_REVISION_HASH;
 use super::error::{ApiContext, Result, is_conflict, is_not_found};
 use super::events::{EventType, Recorder};
-use super::informer::{Informer, Requeue, Wake};
+use super::informer::{Informer, Requeue, reconcile_each};
 use super::plane::{Component, Ctx};
 use super::replicaset::claim_pods;
 use super::util::{is_available, is_ready, owner_ref, phase, pod_from_template, template_hash};
+use super::writes::patch_status;
 
 /// The label with a stateful pod's own name (what per-pod Services select).
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
@@ -34,26 +36,16 @@ pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
 pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let sets = ctx.informers.get::<StatefulSet>();
     let pods = ctx.informers.get::<Pod>();
-    tokio::select! {
-        () = ctx.cancel.cancelled() => return Ok(()),
-        r = async { sets.ready().await?; pods.ready().await } => r?,
-    }
     let recorder = ctx.recorder(Component::StatefulSet);
-    let mut wake = Wake::new(vec![sets.subscribe(), pods.subscribe()], ctx.cfg.resync);
-    let mut requeue = Requeue::default();
-    loop {
-        for set in sets.list() {
-            if let Err(e) = sync(&ctx, &recorder, &pods, &set, &mut requeue).await {
-                if !e.is_not_found() {
-                    tracing::warn!(statefulset = %set.name_any(), error = %super::error::chain(&e), "sync failed");
-                }
-                requeue.after(Duration::from_secs(1));
-            }
-        }
-        if !wake.next(requeue.take(), &ctx.cancel).await {
-            return Ok(());
-        }
-    }
+    let caches = async {
+        sets.ready().await?;
+        pods.ready().await
+    };
+    let changes = vec![sets.subscribe(), pods.subscribe()];
+    reconcile_each(&ctx, caches, &sets, changes, |set, pass| {
+        sync(&ctx, &recorder, &pods, set, pass.requeue).boxed()
+    })
+    .await
 }
 
 /// The ordinal of a pod named `<set>-<ordinal>`, if it is one of the set's.
@@ -271,13 +263,7 @@ async fn sync(
     });
     if differs {
         let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": desired})),
-        )
-        .await
-        .ctx("patch status of", || format!("statefulset {ns}/{name}"))?;
+        patch_status(&api, &name, desired, || format!("statefulset {ns}/{name}")).await?;
     }
     Ok(())
 }

@@ -117,6 +117,40 @@ pub fn normalise(os: Os, path: &str, cwd: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// The named pipes every Windows container has of its own (its system services), listed by
+/// `dir \\.\pipe\` beside any pipe mapped in from the host.
+pub const CONTAINER_PIPES: &[&str] = &[
+    "InitShutdown",
+    "lsass",
+    "ntsvcs",
+    "scerpc",
+    "epmapper",
+    "LSM_API_service",
+    "eventlog",
+];
+
+/// The named pipes of a simulated Windows node's host: containerd's CRI endpoint (the kubelet's
+/// `--container-runtime-endpoint=npipe:////./pipe/containerd-containerd`), the pipe real Windows
+/// nodes have and DaemonSets mount to talk to the runtime.
+pub const WINDOWS_HOST_PIPES: &[&str] = &["containerd-containerd"];
+
+/// The pipe name of a Windows named-pipe path (`\\.\pipe\NAME`, also written with `/`),
+/// compared case-insensitively; `Some("")` for the pipe namespace itself (`\\.\pipe\`).
+/// Named pipes are not files: a container sees them only through its own pipe namespace, never
+/// under `C:\`, so they are kept apart from the file mounts.
+pub fn named_pipe(os: Os, path: &str) -> Option<String> {
+    if os != Os::Windows {
+        return None;
+    }
+    let p = path.replace('/', "\\");
+    if p.eq_ignore_ascii_case("\\\\.\\pipe") {
+        return Some(String::new());
+    }
+    let head = p.get(..9)?;
+    head.eq_ignore_ascii_case("\\\\.\\pipe\\")
+        .then(|| p[9..].trim_end_matches('\\').to_string())
+}
+
 /// One mount in a container view.
 #[derive(Debug, Clone)]
 pub struct Mount {
@@ -126,6 +160,9 @@ pub struct Mount {
     pub host: PathBuf,
     /// Whether writes are refused.
     pub read_only: bool,
+    /// For a host named pipe mapped into the container: the pipe's name in the container's pipe
+    /// namespace (`at` and `host` are then unused).
+    pub pipe: Option<String>,
 }
 
 /// One container's view of its file system.
@@ -135,6 +172,8 @@ pub struct FsView {
     rootfs: PathBuf,
     root_read_only: bool,
     mounts: Vec<Mount>,
+    /// Named pipes mapped in from the host (Windows), by their name in the container.
+    pipes: Vec<String>,
     faults: Arc<Faults>,
 }
 
@@ -200,15 +239,26 @@ fn mode_of(md: &std::fs::Metadata) -> u32 {
 
 impl FsView {
     /// A view over `rootfs` with `mounts` (longest prefix wins).
-    pub fn new(os: Os, rootfs: PathBuf, root_read_only: bool, mut mounts: Vec<Mount>, faults: Arc<Faults>) -> Self {
+    pub fn new(os: Os, rootfs: PathBuf, root_read_only: bool, mounts: Vec<Mount>, faults: Arc<Faults>) -> Self {
+        let (pipes, mut mounts): (Vec<Mount>, Vec<Mount>) = mounts.into_iter().partition(|m| m.pipe.is_some());
         mounts.sort_by_key(|m| std::cmp::Reverse(m.at.len()));
         FsView {
             os,
             rootfs,
             root_read_only,
             mounts,
+            pipes: pipes.into_iter().filter_map(|m| m.pipe).collect(),
             faults,
         }
+    }
+
+    /// The container's named pipes: its own system pipes and those mapped from the host.
+    fn pipe_names(&self) -> Vec<String> {
+        CONTAINER_PIPES
+            .iter()
+            .map(|p| p.to_string())
+            .chain(self.pipes.iter().cloned())
+            .collect()
     }
 
     /// The OS whose path rules apply.
@@ -308,6 +358,16 @@ impl FsView {
 
     /// Whether `path` exists, and whether it is a directory.
     pub fn stat(&self, path: &str) -> Option<bool> {
+        if let Some(name) = named_pipe(self.os, path) {
+            return if name.is_empty() {
+                Some(true)
+            } else {
+                self.pipe_names()
+                    .iter()
+                    .any(|p| p.eq_ignore_ascii_case(&name))
+                    .then_some(false)
+            };
+        }
         let (host, _, p) = self.locate(path);
         if self
             .mounts
@@ -322,6 +382,22 @@ impl FsView {
     /// Lists a directory (mount points inside it included); a file lists as itself, named by
     /// `path` as given, as `ls FILE` does.
     pub fn list(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
+        if let Some(name) = named_pipe(self.os, path) {
+            let pipe = |name: String| DirEntry {
+                name,
+                is_dir: false,
+                size: 0,
+                mode: 0o644,
+                link: None,
+            };
+            if name.is_empty() {
+                return Ok(self.pipe_names().into_iter().map(pipe).collect());
+            }
+            return match self.stat(path) {
+                Some(_) => Ok(vec![pipe(name)]),
+                None => Err(FsError::NotFound(path.to_string())),
+            };
+        }
         let (host, _, p) = self.locate(path);
         if let Ok(md) = std::fs::metadata(&host)
             && !md.is_dir()
@@ -404,6 +480,8 @@ pub struct VolumeDir {
     pub read_only: bool,
     /// Whether it is an emptyDir (shared by every container of the pod).
     pub empty_dir: bool,
+    /// For a hostPath naming a host named pipe (`\\.\pipe\NAME` on Windows): the pipe.
+    pub pipe: Option<String>,
 }
 
 /// A pod's volumes, as the kubelet set them up.
@@ -490,6 +568,7 @@ impl PodVolumes {
             unsupported: None,
             read_only,
             empty_dir: false,
+            pipe: None,
         };
         if let Some(ed) = &v.empty_dir {
             mkdir(&v.name, dir)?;
@@ -511,9 +590,31 @@ impl PodVolumes {
                 unsupported,
                 read_only: false,
                 empty_dir: true,
+                pipe: None,
             });
         }
         if let Some(hp) = &v.host_path {
+            // A named pipe is mapped into the container's pipe namespace, not bind-mounted as a
+            // directory; `named-pipes-as-directories` plays a runtime without pipe support,
+            // which creates a directory by that name instead.
+            if let Some(name) = named_pipe(os, &hp.path).filter(|n| !n.is_empty())
+                && !faults.is_on("named-pipes-as-directories")
+            {
+                let exists = WINDOWS_HOST_PIPES.iter().any(|p| p.eq_ignore_ascii_case(&name));
+                return Ok(VolumeDir {
+                    host: PathBuf::new(),
+                    is_file: false,
+                    unsupported: (!exists).then(|| {
+                        format!(
+                            "hostPath volume \"{}\": named pipe {} does not exist on the host",
+                            v.name, hp.path
+                        )
+                    }),
+                    read_only: false,
+                    empty_dir: false,
+                    pipe: Some(name),
+                });
+            }
             let rel = normalise(os, &hp.path, "/");
             let host = host_root.join(rel.trim_start_matches('/'));
             let kind = hp.type_.as_deref().unwrap_or("");
@@ -539,6 +640,7 @@ impl PodVolumes {
                 unsupported: None,
                 read_only: false,
                 empty_dir: false,
+                pipe: None,
             });
         }
         if let Some(payload) = Self::payload(client, ns, v, fields).await? {
@@ -563,6 +665,7 @@ impl PodVolumes {
             )),
             read_only: false,
             empty_dir: false,
+            pipe: None,
         })
     }
 
@@ -756,6 +859,20 @@ impl PodVolumes {
         if let Some(why) = &v.unsupported {
             return Err(why.clone());
         }
+        if let Some(pipe) = &v.pipe {
+            return match named_pipe(os, &vm.mount_path).filter(|n| !n.is_empty()) {
+                Some(name) => Ok(Mount {
+                    at: String::new(),
+                    host: PathBuf::new(),
+                    read_only: vm.read_only.unwrap_or(false),
+                    pipe: Some(name),
+                }),
+                None => Err(format!(
+                    "volume \"{}\" is the host named pipe \\\\.\\pipe\\{pipe}: it can only be mounted at a named pipe path (\\\\.\\pipe\\NAME), not at {}",
+                    vm.name, vm.mount_path
+                )),
+            };
+        }
         let sub = vm
             .sub_path
             .as_deref()
@@ -805,6 +922,7 @@ impl PodVolumes {
             at: normalise(os, &vm.mount_path, "/"),
             host,
             read_only: vm.read_only.unwrap_or(false) || v.read_only,
+            pipe: None,
         })
     }
 }
@@ -984,9 +1102,71 @@ mod tests {
                 at: normalise(os, if os == Os::Windows { "C:\\mnt\\Vol" } else { "/mnt/vol" }, "/"),
                 host: dir.join("vol"),
                 read_only: ro,
+                pipe: None,
             }],
             Arc::new(Faults::default()),
         )
+    }
+
+    #[test]
+    fn recognises_named_pipe_paths_on_windows_only() {
+        assert_eq!(
+            named_pipe(Os::Windows, r"\\.\pipe\containerd-containerd").as_deref(),
+            Some("containerd-containerd")
+        );
+        assert_eq!(named_pipe(Os::Windows, "//./PIPE/x").as_deref(), Some("x"));
+        assert_eq!(named_pipe(Os::Windows, r"\\.\pipe\").as_deref(), Some(""));
+        assert_eq!(named_pipe(Os::Windows, r"\\.\pipe").as_deref(), Some(""));
+        assert_eq!(named_pipe(Os::Windows, r"C:\pipe\x"), None);
+        assert_eq!(named_pipe(Os::Linux, r"\\.\pipe\x"), None);
+    }
+
+    #[test]
+    fn a_mapped_host_pipe_shows_in_the_containers_pipe_namespace_only() {
+        let mut vols = PodVolumes::default();
+        vols.volumes.insert(
+            "pipe".into(),
+            VolumeDir {
+                host: PathBuf::new(),
+                is_file: false,
+                unsupported: None,
+                read_only: false,
+                empty_dir: false,
+                pipe: Some("containerd-containerd".into()),
+            },
+        );
+        let mount_at = |path: &str| VolumeMount {
+            name: "pipe".into(),
+            mount_path: path.into(),
+            ..Default::default()
+        };
+        let wrong = vols.mount(&mount_at(r"C:\pipe"), Os::Windows, "c").unwrap_err();
+        assert!(wrong.contains(r"can only be mounted at a named pipe path"), "{wrong}");
+        let m = vols
+            .mount(&mount_at(r"\\.\pipe\containerd-containerd"), Os::Windows, "c")
+            .unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let fs = FsView::new(
+            Os::Windows,
+            d.path().to_path_buf(),
+            false,
+            vec![m],
+            Arc::new(Faults::default()),
+        );
+        let names: Vec<String> = fs.list(r"\\.\pipe\").unwrap().into_iter().map(|e| e.name).collect();
+        assert!(names.contains(&"containerd-containerd".to_string()), "{names:?}");
+        assert!(names.contains(&"lsass".to_string()), "{names:?}");
+        assert_eq!(fs.stat(r"\\.\pipe\CONTAINERD-containerd"), Some(false));
+        assert_eq!(fs.stat(r"\\.\pipe\docker_engine"), None);
+        assert_eq!(fs.stat(r"C:\pipe\containerd-containerd"), None);
+        let bare = FsView::new(
+            Os::Windows,
+            d.path().to_path_buf(),
+            false,
+            vec![],
+            Arc::new(Faults::default()),
+        );
+        assert_eq!(bare.stat(r"\\.\pipe\containerd-containerd"), None);
     }
 
     #[test]
@@ -1049,6 +1229,7 @@ mod tests {
                 at: "/mnt/v".into(),
                 host: dir.clone(),
                 read_only: true,
+                pipe: None,
             }],
             Arc::new(Faults::default()),
         );

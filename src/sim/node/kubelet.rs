@@ -306,7 +306,8 @@ pub(crate) struct PodRt {
     dirty: Notify,
     deleting: CancellationToken,
     /// Cancelled when the pod's containers must not be (re)started any more: the pod is being
-    /// deleted (a child of `deleting`) or the kubelet failed it (activeDeadlineSeconds).
+    /// deleted (a child of `deleting`), the kubelet failed it (activeDeadlineSeconds) or the
+    /// node stopped.
     halted: CancellationToken,
     gone: CancellationToken,
 }
@@ -883,6 +884,7 @@ async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
         let (kl, rt) = (kl.clone(), rt.clone());
         tokio::spawn(async move { run_pod(&kl, &rt).await })
     };
+    let runner_abort = runner.abort_handle();
     // The pod runs until it is terminal or deleted; then everything stops and the pod goes.
     // A pod past its activeDeadlineSeconds is failed and its containers are stopped, but the
     // pod object stays (Failed, DeadlineExceeded) until it is deleted.
@@ -902,7 +904,13 @@ async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
             _ = kl.cancel.cancelled() => {}
         },
     }
+    // The node is going away (the simulated cluster stops): no container may start again, and
+    // `terminate` kills at once, so no pod program outlives its cluster holding its sockets.
+    if kl.cancel.is_cancelled() {
+        rt.halted.cancel();
+    }
     terminate(&kl, &rt).await;
+    runner_abort.abort();
     rt.touch();
     tokio::time::sleep(Duration::from_millis(30)).await;
     let ip_index = rt.state.lock().expect("state lock").ip_index.take();
@@ -1026,20 +1034,29 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
         }
         n += 1;
     }
-    let Some((ip_index, ip)) = kl.alloc_ip() else {
-        kl.pod_event(
-            rt,
-            None,
-            "Warning",
-            "FailedCreatePodSandBox",
-            "Failed to create pod sandbox: the node's pod address range is exhausted",
-        );
-        return;
+    // A hostNetwork pod shares its node's network namespace: its IP is the node's, and its
+    // programs listen on the node's address (a port already taken there fails to bind, as on a
+    // real node). Other pods take an address from the node's pod range.
+    let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+    let (ip_index, ip) = if host_network {
+        (None, kl.node_ip())
+    } else {
+        let Some((n, ip)) = kl.alloc_ip() else {
+            kl.pod_event(
+                rt,
+                None,
+                "Warning",
+                "FailedCreatePodSandBox",
+                "Failed to create pod sandbox: the node's pod address range is exhausted",
+            );
+            return;
+        };
+        (Some(n), ip)
     };
     {
         let mut st = rt.state.lock().expect("state lock");
         st.ip = Some(ip);
-        st.ip_index = Some(ip_index);
+        st.ip_index = ip_index;
         st.start_time = Some(jiff::Timestamp::now());
         st.sandbox_ready = true;
         st.dns = Some(PodDns::for_pod(&pod, kl.cfg.os, kl.cfg.block).map_err(|e| e.to_string()));
@@ -2378,7 +2395,7 @@ type RunningCtr = (
 /// Graceful termination: preStop hooks, the stop signal, and a kill at the grace deadline.
 async fn terminate(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
     let pod = rt.pod();
-    let grace = if rt.gone.is_cancelled() {
+    let grace = if rt.gone.is_cancelled() || kl.cancel.is_cancelled() {
         Duration::ZERO
     } else {
         grace_of(&pod)

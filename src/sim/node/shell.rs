@@ -1594,6 +1594,11 @@ impl Interp {
                             self.line(io, &e.name);
                         }
                     }
+                } else if args.iter().any(|a| a.eq_ignore_ascii_case("/b")) {
+                    // `dir /b`: bare names, one a line.
+                    for e in &entries {
+                        self.line(io, &e.name);
+                    }
                 } else {
                     self.line(io, &format!(" Directory of {}", target.replace('/', "\\")));
                     self.line(io, "");

@@ -346,11 +346,13 @@ pub(crate) mod testutil {
                 at: normalise(os, &os.join(root, "rw"), "/"),
                 host: dir.path().join("rw"),
                 read_only: false,
+                pipe: None,
             },
             Mount {
                 at: normalise(os, &os.join(root, "ro"), "/"),
                 host: dir.path().join("ro"),
                 read_only: true,
+                pipe: None,
             },
         ];
         let fs = FsView::new(os, dir.path().join("rootfs"), false, mounts, faults.clone());

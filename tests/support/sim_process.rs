@@ -1,0 +1,101 @@
+//! `crossconf sim` as a child process, for tests that need the simulated cluster outside their
+//! own process: to deliver signals to a run, to watch a run's events from the side, or to run the
+//! CLI against it as a user would (`--kubeconfig FILE`).
+//!
+//! `doctor`, `prepull` and `interrupt` each carried their own copy of this; one copy here keeps
+//! how the child is started, waited for and stopped the same for all of them.
+
+#![expect(
+    clippy::disallowed_methods,
+    reason = "polls a child process and the file it writes, which have no watch to wait on"
+)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// A `crossconf sim` in its own process, stopped with SIGINT when dropped (killed if it has not
+/// exited 10 s later).
+pub struct SimProcess {
+    child: Child,
+    /// The kubeconfig the simulator wrote once its cluster answered.
+    pub kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SimProcess {
+    /// Starts `crossconf sim ARGS --kubeconfig-out FILE` (output discarded) and waits until the
+    /// kubeconfig exists; panics if the process exits first or `ready_within` passes.
+    pub fn start(args: &[&str], ready_within: Duration) -> SimProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let child = Command::new(env!("CARGO_BIN_EXE_crossconf"))
+            .arg("sim")
+            .args(args)
+            .arg("--kubeconfig-out")
+            .arg(&kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut sim = SimProcess {
+            child,
+            kubeconfig,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + ready_within;
+        // The kubeconfig is written atomically once the cluster answers.
+        while !sim.kubeconfig.exists() {
+            if let Ok(Some(status)) = sim.child.try_wait() {
+                panic!("crossconf sim exited early: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the simulator did not write its kubeconfig in {}s",
+                ready_within.as_secs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        sim
+    }
+
+    /// A kube client for the simulator, from the kubeconfig it wrote.
+    pub async fn client(&self) -> kube::Client {
+        crossconf::install_crypto_provider();
+        let kc = Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A finished `crossconf` command (run against the simulator or not) for an assertion message:
+/// its exit code, stdout and stderr.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
