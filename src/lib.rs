@@ -10,9 +10,13 @@
 //! - [`cases`]: the case bodies, by area.
 //! - [`run`]: the executor (lanes, timeouts, flake attempts, signals) emitting [`run::Event`]s.
 //! - [`report`]: JUnit, prow metadata, artifacts, progress, dashboard.
-//! - [`images`]: the test image catalogue and registry overrides.
-//! - [`os`]: the one place where Windows and Linux differ, read by both framework and simulator.
-//! - [`sim`]: the simulated heterogeneous cluster.
+//! - [`images`]: the test image catalogue and registry overrides (from `crossconf-model`).
+//! - [`os`]: the one place where Windows and Linux differ (`crossconf-model`, which the simulator
+//!   reads too).
+//!
+//! The simulated cluster is its own crate, `crossconf-sim`; only [`cli`] reaches it (where
+//! `--sim` and `crossconf sim` are wired, behind the default `sim` feature), so cases and the
+//! framework meet it only through the Kubernetes API, as they meet a real cluster.
 
 pub mod cases;
 pub mod catalog;
@@ -21,11 +25,11 @@ pub mod cluster;
 pub mod dashboard;
 pub mod framework;
 pub mod images;
-pub mod os;
 pub mod report;
 pub mod run;
 pub mod select;
-pub mod sim;
+
+pub use crossconf_model::os;
 
 /// The one rustls crypto provider of the whole binary.
 ///

@@ -23,7 +23,7 @@ pub struct Cli {
         long,
         global = true,
         env = "CROSSCONF_LOG",
-        default_value = "crossconf=warn,crossconf::sim=error"
+        default_value = "crossconf=warn,crossconf_sim=error"
     )]
     pub log: String,
 }

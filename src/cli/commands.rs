@@ -2,24 +2,21 @@
 
 use std::path::PathBuf;
 
-use super::args::{
-    CleanupArgs, ClusterArgs, Command, DashboardArgs, DoctorArgs, ImagesArgs, ListArgs, OutputFormat, SimArgs,
-    SimOptions,
-};
+use super::args::{CleanupArgs, ClusterArgs, Command, DashboardArgs, DoctorArgs, ImagesArgs, ListArgs, OutputFormat};
+use super::sim::EmbeddedSim;
 use super::{CliError, run};
 use crate::catalog::Catalog;
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::images::{ImageCatalog, RepoList};
 use crate::os::Os;
 use crate::select::{self, PlanContext, SelectionSpec, Suite};
-use crate::sim::{SimCluster, SimConfig};
 
 /// Runs one subcommand.
 pub(super) async fn dispatch(command: Command) -> Result<(), CliError> {
     match command {
         Command::List(a) => list(a).await,
         Command::Run(a) => run::run(*a).await,
-        Command::Sim(a) => sim(a).await,
+        Command::Sim(a) => super::sim::serve(&a.options, a.kubeconfig_out.as_deref()).await,
         Command::Cleanup(a) => cleanup(a).await,
         Command::Doctor(a) => doctor(a).await,
         Command::Images(a) => images(a),
@@ -32,26 +29,10 @@ pub(super) fn catalog() -> Catalog {
     Catalog::new(crate::cases::all()).expect("case names are unique (tested in cases::tests)")
 }
 
-/// The simulator configuration from its flags.
-pub(super) fn sim_config(o: &SimOptions) -> Result<SimConfig, CliError> {
-    SimConfig::from_options(
-        o.windows_nodes,
-        o.linux_nodes,
-        &o.windows_build,
-        o.windows_taint.as_deref(),
-        &o.profile,
-        o.time_scale,
-        o.faults.as_deref(),
-    )
-    .map_err(|e| CliError::usage(&e))
-}
-
 /// A connected cluster, starting the embedded simulator first for `--sim`.
-pub(super) async fn connect(c: &ClusterArgs) -> Result<(Cluster, Option<SimCluster>), CliError> {
+pub(super) async fn connect(c: &ClusterArgs) -> Result<(Cluster, Option<EmbeddedSim>), CliError> {
     let (spec, sim) = if c.sim {
-        let sim = SimCluster::start(sim_config(&c.sim_options)?)
-            .await
-            .map_err(|e| CliError::usage(&e))?;
+        let sim = EmbeddedSim::start(&c.sim_options).await?;
         (ClusterSpec::Config(Box::new(sim.kube_config())), Some(sim))
     } else if let Some(path) = &c.kubeconfig {
         (
@@ -159,42 +140,6 @@ async fn list(a: ListArgs) -> Result<(), CliError> {
         sim.shutdown().await;
     }
     Ok(())
-}
-
-async fn sim(a: SimArgs) -> Result<(), CliError> {
-    let cfg = sim_config(&a.options)?;
-    let sim = SimCluster::start(cfg).await.map_err(|e| CliError::usage(&e))?;
-    if let Some(path) = &a.kubeconfig_out {
-        // Written only once the API server answers, so scripts can wait for the file.
-        crate::report::artifacts::write_atomic(path, sim.kubeconfig_yaml().as_bytes())
-            .map_err(|e| CliError::usage(&e))?;
-        eprintln!("kubeconfig written to {}", path.display());
-    }
-    eprintln!(
-        "simulated cluster ready: API server {} ({} Windows + {} Linux nodes); Ctrl-C to stop",
-        sim.server_url(),
-        a.options.windows_nodes,
-        a.options.linux_nodes
-    );
-    wait_for_signal().await;
-    eprintln!("stopping the simulated cluster");
-    sim.shutdown().await;
-    Ok(())
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-        (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
 
 async fn cleanup(a: CleanupArgs) -> Result<(), CliError> {

@@ -8,6 +8,7 @@
 pub mod args;
 mod commands;
 mod run;
+mod sim;
 
 use std::process::ExitCode;
 

@@ -100,7 +100,7 @@ async fn run_connected(
     catalog: crate::catalog::Catalog,
     images: Arc<crate::images::ImageCatalog>,
     cluster: &crate::cluster::Cluster,
-    sim: Option<&crate::sim::SimCluster>,
+    sim: Option<&super::sim::EmbeddedSim>,
 ) -> Result<(), CliError> {
     let pools = cluster.pools().clone();
     let mut ctx = PlanContext::new(target);

@@ -71,3 +71,12 @@ pub trait ImageResolver: Send + Sync {
     /// A one-line reason (unknown image, no variant for the OS or build).
     fn resolve_reference(&self, logical: &str, os: Os, build: Option<&str>) -> Result<String, String>;
 }
+
+/// The image catalogue lives in the shared model crate; the framework reads it through this trait.
+impl ImageResolver for crate::images::ImageCatalog {
+    fn resolve_reference(&self, logical: &str, os: Os, build: Option<&str>) -> Result<String, String> {
+        self.resolve(logical, os, build)
+            .map(|r| r.reference)
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,22 +1,10 @@
-//! The test image catalogue, registry overrides and Windows build matching.
+//! The test image catalogue (from the shared model crate) and its rendering for `crossconf images`.
 //!
-//! The main structure in this module is [`ImageCatalog`]: every image a case uses, by logical
-//! name (`agnhost`, `busybox`, `pause`…), loaded from `images/images.yaml` (embedded in the
-//! binary so it works from any directory). Cases never spell a reference; they ask the catalogue
-//! to [`resolve`](ImageCatalog::resolve) a logical name for an OS and Windows build, so one
-//! [`RepoList`] (the upstream `KUBE_TEST_REPO_LIST` format) relocates every image at once, and a
-//! Windows node whose build no image supports is caught by
-//! [`check_builds`](ImageCatalog::check_builds) before any case waits on a pull that can never
-//! succeed.
-//!
-//! [`render_table`] and [`render_json`] print the resolved references for `crossconf images`.
+//! The catalogue itself lives in [`crossconf_model::images`] because the simulator builds its
+//! image registry from it too; this module re-exports it under the harness's own path and adds
+//! [`render_table`] and [`render_json`], which only the CLI needs.
 
-mod catalog;
-mod error;
-mod registry;
 mod render;
 
-pub use catalog::{BuildMismatch, Identified, ImageCatalog, ImageSpec, MismatchReason, ResolvedImage};
-pub use error::{Error, Result};
-pub use registry::{Registries, RegistryKey, RepoList};
+pub use crossconf_model::images::*;
 pub use render::{render_json, render_table};

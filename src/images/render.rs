@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::catalog::ImageCatalog;
+use super::ImageCatalog;
 use crate::os::Os;
 
 /// The builds to show: the caller's, or every build the project knows when none are given.

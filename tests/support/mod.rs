@@ -5,10 +5,7 @@
 //! - the libtest-mimic harnesses (`e2e`, `can_fail`): a run context for a target OS over a
 //!   connected cluster, and one attempt of one case, as the runner does it (this file);
 //! - `doctor`, `prepull`, `interrupt`: `crossconf sim` as a child process ([`sim_process`]);
-//! - `sim_api_kubectl`, `sim_kubectl_pods`, `sim_python_client`: finding kubectl, the CI rule
-//!   for a missing client, and a cluster with a kubeconfig for them ([`real_clients`]).
 
-pub mod real_clients;
 pub mod sim_process;
 
 use std::sync::Arc;
@@ -18,7 +15,7 @@ use crossconf::catalog::Case;
 use crossconf::cluster::{Cluster, ClusterSpec};
 use crossconf::framework::{CaseError, CaseSettings, Framework, RunContext};
 use crossconf::os::Os;
-use crossconf::sim::{SimCluster, SimConfig};
+use crossconf_sim::{SimCluster, SimConfig};
 
 /// A cluster the harness runs cases on: the embedded simulator (with the fault spec given) or,
 /// when `CROSSCONF_KUBECONFIG` is set and no faults are asked for, that cluster.

@@ -1,0 +1,358 @@
+//! The HTTP app: authentication, then one dispatcher that routes every path.
+//!
+//! The main function is [`router`]. It needs no socket, so handler tests drive it with
+//! `tower::ServiceExt::oneshot`.
+
+use axum::Router;
+use axum::body::to_bytes;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+
+use super::discovery;
+use super::error::{ApiError, ApiResult};
+use super::objects::{self, Query, json_response};
+use super::openapi;
+use super::proxy;
+use super::route::{self, Route, Target};
+use super::state::AppState;
+use super::watch;
+
+/// Largest request body accepted (upstream's limit is 3 MiB for objects; patches are smaller).
+const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// The app over `state`: every request authenticated by bearer token, then dispatched.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .fallback(dispatch)
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state)
+}
+
+/// Bearer-token authentication; anything else is 401 with a Status body.
+async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let token = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    match token.and_then(|t| st.user_for(t)) {
+        Some(_) => next.run(req).await,
+        None => {
+            tracing::debug!(path = %req.uri().path(), "unauthenticated request");
+            ApiError::unauthorized().into_response()
+        }
+    }
+}
+
+async fn dispatch(State(st): State<AppState>, req: Request) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let result = handle(st, req).await;
+    match result {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(%method, %path, code = e.code, reason = e.reason, message = %e.message, "request failed");
+            e.into_response()
+        }
+    }
+}
+
+async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
+    let path = req.uri().path().to_string();
+    let raw_query = req.uri().query().map(String::from);
+    let q: Query = route::query_map(raw_query.as_deref());
+    let method = req.method().clone();
+    let headers = req.headers().clone();
+    let get_only = |m: &Method| {
+        if *m == Method::GET || *m == Method::HEAD {
+            Ok(())
+        } else {
+            Err(ApiError::method_not_allowed(format!("{m} is not supported on {path}")))
+        }
+    };
+    match route::parse(&path) {
+        Route::Version => {
+            get_only(&method)?;
+            Ok(json_response(200, &discovery::version(), &[]))
+        }
+        Route::Health => Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()),
+        Route::Api => {
+            get_only(&method)?;
+            Ok(discovery::root(&st, true, &headers))
+        }
+        Route::Apis => {
+            get_only(&method)?;
+            Ok(discovery::root(&st, false, &headers))
+        }
+        Route::Group(g) => Ok(json_response(200, &discovery::api_group(&g), &[])),
+        Route::GroupVersion(g, v) => Ok(json_response(200, &discovery::resource_list(&g, &v), &[])),
+        Route::OpenApiRoot => Ok(json_response(200, &openapi::index(), &[])),
+        Route::OpenApiDoc(g, v) => Ok(json_response(200, &openapi::document(&g, &v), &[])),
+        Route::NotFound => Err(ApiError::no_route(&path)),
+        Route::Resource(t) => {
+            match t.sub.as_deref() {
+                Some("log") => return proxy::log(&st, &t, &q).await,
+                Some("exec" | "attach") => return proxy::exec(&st, &t, raw_query.as_deref(), req).await,
+                Some("proxy") => return proxy::proxy(&st, &t, raw_query.as_deref(), req).await,
+                _ => {}
+            }
+            let body = to_bytes(req.into_body(), MAX_BODY)
+                .await
+                .map_err(|e| ApiError::bad_request(format!("failed to read the request body: {e}")))?;
+            resource(&st, &t, &method, &q, &headers, &body).await
+        }
+    }
+}
+
+/// Whether a request body is Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
+fn is_protobuf(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ct| ct.split(';').next())
+        .is_some_and(|ct| ct.trim() == "application/vnd.kubernetes.protobuf")
+}
+
+async fn resource(
+    st: &AppState,
+    t: &Target,
+    method: &Method,
+    q: &Query,
+    headers: &axum::http::HeaderMap,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let def = t.def;
+    let verb_ok = |verb: &str| {
+        if def.allows(verb) {
+            Ok(())
+        } else {
+            Err(ApiError::method_not_allowed(format!(
+                "{verb} is not supported on resources of kind {:?}",
+                def.plural
+            )))
+        }
+    };
+    let ns = t.namespace.clone().unwrap_or_default();
+    // Bodies read as plain JSON below (DeleteOptions, Binding, Eviction, TokenRequest, Scale)
+    // come as protobuf from typed clients (`kubectl drain`, `create token`, the scheduler
+    // framework); create and update bodies are decoded by `fieldcheck` instead.
+    let converted;
+    let body = if is_protobuf(headers)
+        && (*method == Method::DELETE
+            || def.plural == "bindings"
+            || matches!(t.sub.as_deref(), Some("scale" | "binding" | "eviction" | "token")))
+    {
+        converted = serde_json::to_vec(&super::protobuf::decode(body)?)
+            .map_err(|e| ApiError::internal(format!("re-encoding a decoded body: {e}")))?;
+        &converted[..]
+    } else {
+        body
+    };
+    match (t.sub.as_deref(), t.name.as_deref(), method) {
+        (None, None, m) if *m == Method::GET => {
+            verb_ok("list")?;
+            if objects::is_watch(t, q) {
+                verb_ok("watch")?;
+                watch::serve(st, def, t.namespace.clone(), None, q, headers)
+            } else {
+                objects::list(st, t, q, headers)
+            }
+        }
+        (None, Some(name), m) if *m == Method::GET => {
+            verb_ok("get")?;
+            if t.legacy_watch {
+                watch::serve(st, def, t.namespace.clone(), Some(name.to_string()), q, headers)
+            } else {
+                objects::get(st, t, q, headers)
+            }
+        }
+        (None, None, m) if *m == Method::POST => {
+            if def.plural == "bindings" {
+                let b: serde_json::Value =
+                    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+                let pod = b
+                    .pointer("/metadata/name")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                return objects::bind(st, &ns, &pod, body);
+            }
+            objects::create(st, t, q, headers, body).await
+        }
+        (None, Some(_), m) if *m == Method::PUT => {
+            verb_ok("update")?;
+            objects::update(st, t, q, headers, body)
+        }
+        (None, Some(_), m) if *m == Method::PATCH => {
+            verb_ok("patch")?;
+            objects::patch_object(st, t, q, headers, body)
+        }
+        (None, Some(_), m) if *m == Method::DELETE => {
+            verb_ok("delete")?;
+            objects::delete(st, t, q, body)
+        }
+        (None, None, m) if *m == Method::DELETE => objects::delete_collection(st, t, q, body),
+        (Some(sub), Some(name), m) => {
+            if !def.has_sub(sub) {
+                return Err(ApiError::no_route(&format!("{}/{name}/{sub}", def.plural)));
+            }
+            match (sub, m.as_str()) {
+                ("status", "GET") => objects::get(st, t, q, headers),
+                ("status", "PUT") => objects::update(st, t, q, headers, body),
+                ("status", "PATCH") => objects::patch_object(st, t, q, headers, body),
+                ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body),
+                ("binding", "POST") => objects::bind(st, &ns, name, body),
+                ("eviction", "POST") => objects::evict(st, &ns, name, q, body),
+                ("finalize", "PUT") => objects::update(st, t, q, headers, body),
+                ("token", "POST") => objects::token_request(st, &ns, name, body),
+                _ => Err(ApiError::method_not_allowed(format!(
+                    "{m} is not supported on {}/{sub}",
+                    def.plural
+                ))),
+            }
+        }
+        (_, _, m) => Err(ApiError::method_not_allowed(format!("{m} is not supported here"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::AddressBlock;
+    use crate::api::state::StateConfig;
+    use axum::body::Body;
+    use serde_json::{Value, json};
+    use tower::ServiceExt;
+
+    /// The handler future must be Send for axum to accept it.
+    fn _assert_send(st: AppState, req: Request) {
+        fn s<T: Send>(_: T) {}
+        s(handle(st, req));
+    }
+
+    fn app() -> (Router, String) {
+        let st = AppState::new(StateConfig::new(AddressBlock(201)));
+        let token = st.cfg.admin_token.clone();
+        (router(st), token)
+    }
+
+    async fn call(app: &Router, token: &str, method: &str, uri: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("authorization", format!("Bearer {token}"));
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req
+            .body(Body::from(body.map(|b| b.to_string()).unwrap_or_default()))
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        let code = resp.status().as_u16();
+        let bytes = to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    #[tokio::test]
+    async fn unauthenticated_requests_get_a_401_status() {
+        let (app, _) = app();
+        let resp = app
+            .clone()
+            .oneshot(Request::get("/api/v1/pods").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 401);
+        let (code, body) = call(&app, "nope", "GET", "/version", None).await;
+        assert_eq!(code, 401);
+        assert_eq!(
+            (body["kind"].as_str(), body["reason"].as_str()),
+            (Some("Status"), Some("Unauthorized"))
+        );
+    }
+
+    #[tokio::test]
+    async fn create_get_list_and_errors() {
+        let (app, t) = app();
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"x": "1"}});
+        let (code, created) = call(
+            &app,
+            &t,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            Some(cm.clone()),
+        )
+        .await;
+        assert_eq!(code, 201);
+        assert_eq!(created["metadata"]["namespace"], "default");
+        let (code, got) = call(&app, &t, "GET", "/api/v1/namespaces/default/configmaps/a", None).await;
+        assert_eq!((code, got["data"]["x"].as_str()), (200, Some("1")));
+        let (code, list) = call(&app, &t, "GET", "/api/v1/configmaps", None).await;
+        assert_eq!((code, list["kind"].as_str()), (200, Some("ConfigMapList")));
+        assert!(list["metadata"]["resourceVersion"].as_str().is_some());
+        let (code, e) = call(
+            &app,
+            &t,
+            "PUT",
+            "/api/v1/namespaces/default/configmaps",
+            Some(cm.clone()),
+        )
+        .await;
+        assert_eq!((code, e["reason"].as_str()), (405, Some("MethodNotAllowed")));
+        let req = Request::post("/api/v1/namespaces/default/configmaps")
+            .header("authorization", format!("Bearer {t}"))
+            .header("content-type", "application/json")
+            .body(Body::from("{not json"))
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), 400);
+        let (code, e) = call(&app, &t, "GET", "/apis/apps/v1/namespaces/default/widgets", None).await;
+        assert_eq!((code, e["reason"].as_str()), (404, Some("NotFound")));
+        let wrong = json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "b"}});
+        let (code, _) = call(&app, &t, "POST", "/api/v1/namespaces/default/configmaps", Some(wrong)).await;
+        assert_eq!(code, 400);
+    }
+
+    #[tokio::test]
+    async fn binding_assigns_once_and_access_reviews_allow() {
+        let (app, t) = app();
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        assert_eq!(
+            call(&app, &t, "POST", "/api/v1/namespaces/default/pods", Some(pod))
+                .await
+                .0,
+            201
+        );
+        let b = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}});
+        assert_eq!(
+            call(
+                &app,
+                &t,
+                "POST",
+                "/api/v1/namespaces/default/pods/p/binding",
+                Some(b.clone())
+            )
+            .await
+            .0,
+            201
+        );
+        let (_, p) = call(&app, &t, "GET", "/api/v1/namespaces/default/pods/p", None).await;
+        assert_eq!(p["spec"]["nodeName"], "n1");
+        assert_eq!(p["status"]["conditions"][0]["type"], "PodScheduled");
+        let (code, e) = call(&app, &t, "POST", "/api/v1/namespaces/default/pods/p/binding", Some(b)).await;
+        assert_eq!((code, e["reason"].as_str()), (409, Some("Conflict")));
+        let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": "create", "resource": "pods", "namespace": "default"}}});
+        let (code, r) = call(
+            &app,
+            &t,
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            Some(review),
+        )
+        .await;
+        assert_eq!((code, r["status"]["allowed"].as_bool()), (201, Some(true)));
+    }
+}

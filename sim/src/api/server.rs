@@ -1,0 +1,259 @@
+//! The listening server: TLS on the block's API address, HTTP/1.1 (with upgrades, for exec
+//! websockets) and HTTP/2 on one port, and the handles other parts use to connect.
+//!
+//! The main structure is [`ApiServer`], started from an [`ApiConfig`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::addr::{self, AddressBlock};
+
+use super::error::Error;
+use super::handler::router;
+use super::state::{AppState, StateConfig};
+use super::tls;
+
+/// How to start an API server.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// The cluster's address block; the server binds `block.api_server()`.
+    pub block: AddressBlock,
+    /// The port ([`addr::API_PORT`] normally; 0 picks any free port, for tests).
+    pub port: u16,
+    /// The admin token; `None` generates a random one.
+    pub admin_token: Option<String>,
+    /// Changes kept for watch resumption ([`super::store::DEFAULT_HISTORY`]).
+    pub history: usize,
+    /// BOOKMARK interval for watches that allow them (upstream sends about one a minute).
+    pub bookmark_interval: Duration,
+    /// The cluster's fault switches (admission and validation consult them).
+    pub faults: std::sync::Arc<crate::faults::Faults>,
+}
+
+impl ApiConfig {
+    /// Defaults for `block`: port 6443, random token, 10,000 changes of history, bookmarks
+    /// every minute.
+    pub fn new(block: AddressBlock) -> Self {
+        Self {
+            block,
+            port: addr::API_PORT,
+            admin_token: None,
+            history: super::store::DEFAULT_HISTORY,
+            bookmark_interval: Duration::from_secs(60),
+            faults: std::sync::Arc::default(),
+        }
+    }
+
+    /// Shares the cluster's fault switches with the server.
+    #[must_use]
+    pub fn faults(mut self, faults: std::sync::Arc<crate::faults::Faults>) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// Sets the port (0 = any).
+    #[must_use]
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Sets the watch history length.
+    #[must_use]
+    pub fn history(mut self, n: usize) -> Self {
+        self.history = n;
+        self
+    }
+
+    /// Sets the bookmark interval.
+    #[must_use]
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.bookmark_interval = d;
+        self
+    }
+}
+
+/// A running API server.
+pub struct ApiServer {
+    addr: SocketAddr,
+    state: AppState,
+    ca_pem: String,
+    ca_der: Vec<u8>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiServer {
+    /// Binds `cfg.block.api_server():cfg.port`, generates certificates and serves.
+    ///
+    /// # Errors
+    /// [`Error::AddressInUse`] when the address is taken (try the next block); other variants
+    /// for bind, certificate or TLS failures.
+    pub async fn start(cfg: ApiConfig) -> Result<ApiServer, Error> {
+        let ip = cfg.block.api_server();
+        let want = SocketAddr::from((ip, cfg.port));
+        let listener = TcpListener::bind(want).await.map_err(|source| {
+            if source.kind() == std::io::ErrorKind::AddrInUse {
+                Error::AddressInUse { addr: want }
+            } else {
+                Error::Bind { addr: want, source }
+            }
+        })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| Error::Bind { addr: want, source })?;
+        let certs = tls::generate(ip)?;
+        let mut scfg = StateConfig::new(cfg.block);
+        if let Some(t) = cfg.admin_token {
+            scfg.admin_token = t;
+        }
+        scfg.history = cfg.history;
+        scfg.bookmark_interval = cfg.bookmark_interval;
+        scfg.api_port = addr.port();
+        scfg.faults = cfg.faults;
+        let state = AppState::new(scfg);
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let acceptor = tokio_rustls::TlsAcceptor::from(certs.server_config.clone());
+        tracker.spawn(accept_loop(
+            listener,
+            acceptor,
+            router(state.clone()),
+            cancel.clone(),
+            tracker.clone(),
+        ));
+        tracing::info!(%addr, "api server listening");
+        Ok(ApiServer {
+            addr,
+            state,
+            ca_pem: certs.ca_pem,
+            ca_der: certs.ca_der,
+            cancel,
+            tracker,
+        })
+    }
+
+    /// `https://127.B.0.1:6443`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The CA certificate (PEM) clients trust.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The admin bearer token.
+    pub fn admin_token(&self) -> &str {
+        &self.state.cfg.admin_token
+    }
+
+    /// A kube client configuration trusting the CA and carrying the admin token.
+    pub fn kube_config(&self) -> kube::Config {
+        let uri: http::Uri = self
+            .url()
+            .parse()
+            .expect("an https url of an ip and port is a valid uri");
+        let mut cfg = kube::Config::new(uri);
+        cfg.root_cert = Some(vec![self.ca_der.clone()]);
+        cfg.default_namespace = "default".into();
+        // AuthInfo's token is a secrecy type; building it through serde keeps that crate out of
+        // our dependencies.
+        cfg.auth_info = serde_json::from_value(serde_json::json!({"token": self.admin_token()}))
+            .expect("an AuthInfo with only a token deserialises");
+        cfg
+    }
+
+    /// A kubeconfig for real clients (kubectl), with the CA data and the token embedded.
+    pub fn kubeconfig_yaml(&self, context_name: &str) -> String {
+        use base64::Engine;
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {ctx}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {ctx}\n  context:\n    cluster: {ctx}\n    user: {ctx}-admin\n    namespace: default\ncurrent-context: {ctx}\nusers:\n- name: {ctx}-admin\n  user:\n    token: {token}\npreferences: {{}}\n",
+            ctx = context_name,
+            url = self.url(),
+            token = self.admin_token(),
+        )
+    }
+
+    /// The in-process state (store access and fault injection for tests).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Stops accepting, ends open connections (watches included) and waits for them.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        self.state.cut_watches();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    app: axum::Router,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Accept errors (fd exhaustion) are transient; keep serving.
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+        };
+        // Like Go's net package (and so the real apiserver): no Nagle. With it, the last
+        // segment of a large response waits for the client's delayed ACK (~40 ms a list).
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "TCP_NODELAY not set");
+        }
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        let cancel = cancel.clone();
+        tracker.spawn(async move {
+            let tls = match acceptor.accept(tcp).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "tls handshake failed");
+                    return;
+                }
+            };
+            let service = TowerToHyperService::new(app);
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                },
+                _ = cancel.cancelled() => {}
+            }
+        });
+    }
+}

@@ -1,0 +1,137 @@
+//! The state every request shares: the store, the tokens, the address plan, and the knobs tests
+//! use for fault injection.
+//!
+//! The main structure is [`AppState`], a cheap-to-clone handle.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::addr::AddressBlock;
+
+use super::store::{DEFAULT_HISTORY, Store};
+
+/// Settings of the shared state that do not involve sockets (so `router` tests need no server).
+#[derive(Debug, Clone)]
+pub struct StateConfig {
+    /// The cluster's address block (ClusterIPs, the kubernetes Service).
+    pub block: AddressBlock,
+    /// The token the kubeconfig and the in-process components use.
+    pub admin_token: String,
+    /// Changes kept for watch resumption.
+    pub history: usize,
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK (upstream: about a minute).
+    pub bookmark_interval: Duration,
+    /// The API server's port, for the kubernetes Service's endpoints.
+    pub api_port: u16,
+    /// The cluster's fault switches (see [`crate::faults`]).
+    pub faults: Arc<crate::faults::Faults>,
+}
+
+impl StateConfig {
+    /// Defaults for a block: a random admin token, upstream-like history and bookmark interval.
+    pub fn new(block: AddressBlock) -> Self {
+        Self {
+            block,
+            admin_token: random_token(),
+            history: DEFAULT_HISTORY,
+            bookmark_interval: Duration::from_secs(60),
+            faults: Arc::default(),
+            api_port: crate::addr::API_PORT,
+        }
+    }
+}
+
+/// A random 32-hex-character token.
+pub fn random_token() -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (0..32).map(|_| format!("{:x}", rng.random_range(0..16u8))).collect()
+}
+
+/// Shared state behind [`AppState`].
+pub struct Shared {
+    /// Object storage.
+    pub store: Store,
+    /// Settings.
+    pub cfg: StateConfig,
+    /// Extra tokens (component or service-account tokens) and the user each names.
+    tokens: Mutex<HashMap<String, String>>,
+    /// Serialises ClusterIP/NodePort allocation with the create that stores it.
+    pub alloc: tokio::sync::Mutex<()>,
+    /// Bumped to end every open watch (a server-side watch cut, as on an apiserver restart).
+    pub watch_cut: watch::Sender<u64>,
+    /// When the server started (for `/version` and `Age` sanity).
+    pub started: std::time::Instant,
+}
+
+/// The cheap-to-clone handle to the state.
+#[derive(Clone)]
+pub struct AppState(pub Arc<Shared>);
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("block", &self.0.cfg.block)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Fresh state, bootstrapped with the objects every cluster has (namespaces, the kubernetes
+    /// Service, system priority classes).
+    pub fn new(cfg: StateConfig) -> Self {
+        let (watch_cut, _) = watch::channel(0);
+        let st = AppState(Arc::new(Shared {
+            store: Store::new(cfg.history),
+            cfg,
+            tokens: Mutex::new(HashMap::new()),
+            alloc: tokio::sync::Mutex::new(()),
+            watch_cut,
+            started: std::time::Instant::now(),
+        }));
+        super::bootstrap::bootstrap(&st);
+        st
+    }
+
+    /// The user a token authenticates as, if any.
+    pub fn user_for(&self, token: &str) -> Option<String> {
+        if token == self.cfg.admin_token {
+            return Some("kubernetes-admin".into());
+        }
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(token)
+            .cloned()
+    }
+
+    /// Issues a new token for `user` (a component or service account); returns it.
+    pub fn issue_token(&self, user: &str) -> String {
+        let t = random_token();
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(t.clone(), user.to_string());
+        t
+    }
+
+    /// Ends every open watch now; clients resume from their last resourceVersion.
+    pub fn cut_watches(&self) {
+        self.watch_cut.send_modify(|g| *g += 1);
+    }
+
+    /// Drops the watch history so resuming watches get 410 Gone.
+    pub fn compact(&self) {
+        self.store.compact();
+    }
+}

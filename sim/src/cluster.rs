@@ -1,0 +1,424 @@
+//! One simulated cluster: API server, control plane, network and nodes, started together.
+//!
+//! The main type is [`SimCluster`]; [`SimConfig`] is its documented configuration, built from
+//! the CLI flags by [`SimConfig::from_options`].
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::addr::{self, AddressBlock};
+use super::api::{ApiConfig, ApiServer};
+use super::control::{self, ControlConfig, ControlPlane};
+use super::node::{self, Faults, LatencyProfile, NodeConfig, NodeHandle, SimNet};
+
+/// Errors starting a simulated cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A flag value is out of range.
+    #[error("invalid simulator option: {0}")]
+    InvalidOption(String),
+    /// The latency profile could not be loaded.
+    #[error("invalid simulator profile {0:?}")]
+    Profile(String),
+    /// Every address block in 127.16.0.0 – 127.239.0.0 is taken by other simulated clusters.
+    #[error("no free address block for a simulated cluster (127.{first}.0.0/16 to 127.{last}.0.0/16 all in use)")]
+    NoFreeBlock {
+        /// The first block tried.
+        first: u8,
+        /// The last block tried.
+        last: u8,
+    },
+    /// The API server did not start.
+    #[error("starting the simulated API server")]
+    Api(#[source] super::api::Error),
+    /// A client for the simulated API server could not be built.
+    #[error("building a client for the simulated API server")]
+    Client(#[source] kube::Error),
+    /// The control plane did not start.
+    #[error("starting the simulated scheduler and controllers")]
+    Control(#[source] super::control::Error),
+    /// The fault specification does not parse.
+    #[error("invalid --faults")]
+    Faults(#[source] super::node::FaultSpecError),
+    /// Kube-proxy, the cluster DNS or the outside host did not start.
+    #[error("starting the simulated network")]
+    Network(#[source] super::node::NetworkError),
+    /// A node did not start.
+    #[error("starting simulated node {name}")]
+    Node {
+        /// The node.
+        name: String,
+        /// Why.
+        #[source]
+        source: super::node::KubeletError,
+    },
+    /// The nodes did not become Ready in time.
+    #[error("simulated nodes not Ready after {0:?}")]
+    NodesNotReady(Duration),
+    /// The per-cluster working directory could not be created.
+    #[error("creating the simulator's working directory")]
+    WorkDir(#[source] std::io::Error),
+}
+
+/// How to build the simulated cluster.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Windows nodes (default 2).
+    pub windows_nodes: usize,
+    /// Linux nodes (default 1).
+    pub linux_nodes: usize,
+    /// Windows build of the Windows nodes (default 10.0.20348).
+    pub windows_build: String,
+    /// `key=value:Effect` taint for Windows nodes.
+    pub windows_taint: Option<(String, String, String)>,
+    /// `fast`, `realistic` or a YAML file.
+    pub profile: String,
+    /// Multiplies every simulated delay.
+    pub time_scale: f64,
+    /// Fault switches as written on the command line.
+    pub faults: Option<String>,
+    /// How long starting may take before it counts as failed.
+    pub start_timeout: Duration,
+}
+
+impl SimConfig {
+    /// Validates the CLI's simulator flags.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] naming the flag.
+    pub fn from_options(
+        windows_nodes: usize,
+        linux_nodes: usize,
+        windows_build: &str,
+        windows_taint: Option<&str>,
+        profile: &str,
+        time_scale: f64,
+        faults: Option<&str>,
+    ) -> Result<SimConfig, Error> {
+        if windows_nodes + linux_nodes == 0 {
+            return Err(Error::InvalidOption("the cluster needs at least one node".into()));
+        }
+        if windows_nodes + linux_nodes > addr::MAX_NODES {
+            return Err(Error::InvalidOption(format!("at most {} nodes", addr::MAX_NODES)));
+        }
+        if crossconf_model::os::windows_build_prefix(windows_build).as_deref() != Some(windows_build) {
+            return Err(Error::InvalidOption(format!(
+                "--windows-build {windows_build:?} is not a build like 10.0.20348"
+            )));
+        }
+        if !(time_scale.is_finite() && time_scale > 0.0) {
+            return Err(Error::InvalidOption(format!(
+                "--time-scale {time_scale} must be a positive number"
+            )));
+        }
+        let taint = windows_taint.map(parse_taint).transpose()?;
+        load_profile(profile, time_scale)?;
+        if let Some(spec) = faults {
+            Faults::parse(spec).map_err(|e| Error::InvalidOption(format!("--faults {spec:?}: {e}")))?;
+        }
+        Ok(SimConfig {
+            windows_nodes,
+            linux_nodes,
+            windows_build: windows_build.into(),
+            windows_taint: taint,
+            profile: profile.into(),
+            time_scale,
+            faults: faults.map(str::to_string),
+            start_timeout: Duration::from_secs(30),
+        })
+    }
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig::from_options(2, 1, "10.0.20348", None, "fast", 1.0, None).expect("defaults are valid")
+    }
+}
+
+/// `fast`, `realistic`, or a YAML file holding a profile; then scaled by `--time-scale`.
+fn load_profile(name: &str, time_scale: f64) -> Result<LatencyProfile, Error> {
+    let base = match LatencyProfile::named(name) {
+        Some(p) => p,
+        None => {
+            let text = std::fs::read_to_string(name).map_err(|e| {
+                Error::InvalidOption(format!(
+                    "--profile {name:?} is neither fast, realistic nor a readable file: {e}"
+                ))
+            })?;
+            serde_saphyr::from_str::<LatencyProfile>(&text).map_err(|e| {
+                Error::InvalidOption(format!(
+                    "--profile {name:?}: {}",
+                    e.to_string().lines().next().unwrap_or("")
+                ))
+            })?
+        }
+    };
+    Ok(base.scaled(time_scale))
+}
+
+/// Parses `key=value:Effect` or `key:Effect`.
+fn parse_taint(text: &str) -> Result<(String, String, String), Error> {
+    let (kv, effect) = text.rsplit_once(':').ok_or_else(|| {
+        Error::InvalidOption(format!(
+            "--windows-taint {text:?} needs an effect: key=value:NoSchedule"
+        ))
+    })?;
+    if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
+        return Err(Error::InvalidOption(format!(
+            "--windows-taint effect {effect:?} must be NoSchedule, PreferNoSchedule or NoExecute"
+        )));
+    }
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    if key.is_empty() {
+        return Err(Error::InvalidOption(format!(
+            "--windows-taint {text:?} has an empty key"
+        )));
+    }
+    Ok((key.into(), value.into(), effect.into()))
+}
+
+/// A running simulated cluster.
+pub struct SimCluster {
+    block: AddressBlock,
+    api: ApiServer,
+    control: ControlPlane,
+    nodes: Vec<NodeHandle>,
+    net: SimNet,
+    faults: std::sync::Arc<Faults>,
+    workdir: std::path::PathBuf,
+    cancel: CancellationToken,
+    config: kube::Config,
+    kubeconfig: String,
+    url: String,
+}
+
+/// Address blocks already taken by a cluster of this process (see [`SimCluster::start`]).
+static USED_BLOCKS: std::sync::Mutex<std::collections::BTreeSet<u8>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Picks the first block to try: spread by process id so parallel test binaries rarely collide
+/// (a collision only costs a retry on the next block).
+fn first_block() -> u8 {
+    let span = u32::from(addr::LAST_BLOCK - addr::FIRST_BLOCK) + 1;
+    addr::FIRST_BLOCK + (std::process::id() % span) as u8
+}
+
+impl SimCluster {
+    /// Starts the API server on a free address block, then the control plane, network and nodes.
+    ///
+    /// # Errors
+    /// When a part fails to start.
+    pub async fn start(cfg: SimConfig) -> Result<SimCluster, Error> {
+        crate::install_crypto_provider();
+        let faults = std::sync::Arc::new(match &cfg.faults {
+            Some(spec) => Faults::parse(spec).map_err(Error::Faults)?,
+            None => Faults::default(),
+        });
+        // In u16: offset plus step can pass 255 before the modulo.
+        let span = u16::from(addr::LAST_BLOCK - addr::FIRST_BLOCK) + 1;
+        let start = u16::from(first_block() - addr::FIRST_BLOCK);
+        let mut found = None;
+        for i in 0..span {
+            let offset = u8::try_from((start + i) % span).expect("the offset is below the span");
+            let block = AddressBlock(addr::FIRST_BLOCK + offset);
+            // A block serves one cluster per process. A stopped cluster frees its pods'
+            // addresses (tests/sim_shutdown.rs), but its API server, proxies and DNS close their
+            // sockets asynchronously; a fresh block means a successor never races them (test
+            // harnesses start dozens of clusters in turn, and there are 40 blocks).
+            if !USED_BLOCKS.lock().expect("used blocks lock").insert(block.0) {
+                continue;
+            }
+            match ApiServer::start(ApiConfig::new(block).faults(faults.clone())).await {
+                Ok(api) => {
+                    found = Some((block, api));
+                    break;
+                }
+                Err(super::api::Error::AddressInUse { .. }) => continue,
+                Err(e) => return Err(Error::Api(e)),
+            }
+        }
+        let (block, api) = found.ok_or(Error::NoFreeBlock {
+            first: addr::FIRST_BLOCK,
+            last: addr::LAST_BLOCK,
+        })?;
+        let config = api.kube_config();
+        let client = kube::Client::try_from(config.clone()).map_err(Error::Client)?;
+        let cancel = CancellationToken::new();
+        // `--time-scale 0.05` makes every delay 20x shorter; the controllers' clock (CronJob
+        // schedules, Job deadlines) runs 20x faster to match.
+        let mut control_cfg = ControlConfig {
+            faults: faults.clone(),
+            root_ca_pem: Some(api.ca_pem().to_string()),
+            clock: std::sync::Arc::new(control::ScaledClock::new(1.0 / cfg.time_scale)),
+            ..ControlConfig::default()
+        };
+        // `controller-stopped=NAME` leaves that loop out from the start (as if
+        // kube-controller-manager had lost it); turning it on later has no effect.
+        control_cfg
+            .components
+            .retain(|c| !faults.applies_to("controller-stopped", c.fault_name()));
+        let control = control::start(client.clone(), control_cfg, cancel.clone())
+            .await
+            .map_err(Error::Control)?;
+        let net = node::start_network(client.clone(), block, faults.clone(), cancel.clone())
+            .await
+            .map_err(Error::Network)?;
+        let workdir = std::env::temp_dir().join(format!("crossconf-sim-{}-{}", std::process::id(), block.0));
+        std::fs::create_dir_all(&workdir).map_err(Error::WorkDir)?;
+        let profile = load_profile(&cfg.profile, cfg.time_scale)?;
+        let mut nodes = Vec::new();
+        let specs = (0..cfg.windows_nodes)
+            .map(|i| (format!("win-{}", i + 1), crossconf_model::os::Os::Windows))
+            .chain((0..cfg.linux_nodes).map(|i| (format!("linux-{}", i + 1), crossconf_model::os::Os::Linux)));
+        for (index, (name, os)) in specs.enumerate() {
+            let mut ncfg = NodeConfig::new(&name, os, index, block, workdir.join(&name));
+            ncfg.profile = profile.clone();
+            if os == crossconf_model::os::Os::Windows {
+                ncfg.windows_build = Some(cfg.windows_build.clone());
+                if let Some((key, value, effect)) = &cfg.windows_taint {
+                    ncfg.taints.push(k8s_openapi::api::core::v1::Taint {
+                        key: key.clone(),
+                        value: (!value.is_empty()).then(|| value.clone()),
+                        effect: effect.clone(),
+                        time_added: None,
+                    });
+                }
+            }
+            let handle = node::start_node(client.clone(), ncfg, net.clone(), cancel.clone())
+                .await
+                .map_err(|source| Error::Node {
+                    name: name.clone(),
+                    source,
+                })?;
+            nodes.push(handle);
+        }
+        wait_nodes_ready(&client, nodes.len(), cfg.start_timeout).await?;
+        let kubeconfig = api.kubeconfig_yaml("crossconf-sim");
+        let url = api.url();
+        tracing::info!(%url, block = block.0, nodes = cfg.windows_nodes + cfg.linux_nodes, "simulated cluster started");
+        Ok(SimCluster {
+            block,
+            api,
+            control,
+            nodes,
+            net,
+            faults,
+            workdir,
+            cancel,
+            config,
+            kubeconfig,
+            url,
+        })
+    }
+
+    /// The cluster's address block.
+    pub fn block(&self) -> AddressBlock {
+        self.block
+    }
+
+    /// The network (kube-proxy, DNS, dialer).
+    pub fn net(&self) -> &SimNet {
+        &self.net
+    }
+
+    /// The fault switches, settable while the cluster runs.
+    pub fn faults(&self) -> &std::sync::Arc<Faults> {
+        &self.faults
+    }
+
+    /// The node agents.
+    pub fn nodes(&self) -> &[NodeHandle] {
+        &self.nodes
+    }
+
+    /// The in-process API server (tests use its state for fault injection).
+    pub fn api(&self) -> &ApiServer {
+        &self.api
+    }
+
+    /// A client configuration for the API server.
+    pub fn kube_config(&self) -> kube::Config {
+        self.config.clone()
+    }
+
+    /// A kubeconfig file for real clients (kubectl).
+    pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig.clone()
+    }
+
+    /// The API server URL.
+    pub fn server_url(&self) -> &str {
+        &self.url
+    }
+
+    /// The emulated outside endpoint (`HOST:PORT`) for egress cases.
+    pub fn external_endpoint(&self) -> String {
+        format!("{}:80", self.block.outside())
+    }
+
+    /// The name the node resolver maps to the outside host.
+    pub fn external_name(&self) -> String {
+        addr::EXTERNAL_NAME.to_string()
+    }
+
+    /// Stops everything: nodes and controllers first (they talk to the API), then the server.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        for n in &self.nodes {
+            n.stop();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.control.stopped()).await;
+        self.api.shutdown().await;
+        let _ = std::fs::remove_dir_all(&self.workdir);
+    }
+}
+
+/// Waits (on a watch) until `n` nodes report Ready.
+async fn wait_nodes_ready(client: &kube::Client, n: usize, within: Duration) -> Result<(), Error> {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api: kube::Api<Node> = kube::Api::all(client.clone());
+    let (reader, writer) = kube::runtime::reflector::store();
+    let stream = kube::runtime::reflector(writer, watcher(api, watcher::Config::default()))
+        .applied_objects()
+        .boxed();
+    let ready = |reader: &kube::runtime::reflector::Store<Node>| {
+        reader
+            .state()
+            .iter()
+            .filter(|node| crate::control::predicates::node_ready(node) == Some(true))
+            .count()
+            >= n
+    };
+    tokio::time::timeout(within, async {
+        let mut stream = stream;
+        while stream.next().await.is_some() {
+            if ready(&reader) {
+                return;
+            }
+        }
+    })
+    .await
+    .map_err(|_| Error::NodesNotReady(within))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_validated() {
+        assert!(SimConfig::from_options(0, 0, "10.0.20348", None, "fast", 1.0, None).is_err());
+        assert!(SimConfig::from_options(2, 1, "20348", None, "fast", 1.0, None).is_err());
+        assert!(SimConfig::from_options(2, 1, "10.0.20348", None, "fast", 0.0, None).is_err());
+        let c = SimConfig::from_options(2, 1, "10.0.17763", Some("os=windows:NoSchedule"), "fast", 0.05, None).unwrap();
+        assert_eq!(
+            c.windows_taint,
+            Some(("os".into(), "windows".into(), "NoSchedule".into()))
+        );
+        assert!(parse_taint("os=windows").is_err());
+        assert!(parse_taint("os=windows:Sometimes").is_err());
+    }
+}

@@ -1,0 +1,796 @@
+//! agnhost, the Kubernetes e2e test image: the subcommands the cases drive, with the
+//! endpoints, flags and output formats of upstream `test/images/agnhost` (UPSTREAM.md).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::sync::mpsc;
+
+use super::servers::{serve_http, serve_udp};
+use super::{Ctx, until_stopped};
+use crate::node::{dns, http, shell};
+use crossconf_model::os::Os;
+
+/// Parsed cobra-style flags: `--name=value`, `--name value`, `--flag`.
+fn flags(args: &[String]) -> (HashMap<String, String>, Vec<String>) {
+    let mut m = HashMap::new();
+    let mut pos = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if let Some(f) = a
+            .strip_prefix("--")
+            .or_else(|| a.strip_prefix('-').filter(|s| !s.is_empty()))
+        {
+            if let Some((k, v)) = f.split_once('=') {
+                m.insert(k.to_string(), v.to_string());
+            } else if i + 1 < args.len() && !args[i + 1].starts_with('-') && !matches!(f, "tcp" | "udp" | "http") {
+                m.insert(f.to_string(), args[i + 1].clone());
+                i += 1;
+            } else {
+                m.insert(f.to_string(), "true".into());
+            }
+        } else {
+            pos.push(a.clone());
+        }
+        i += 1;
+    }
+    (m, pos)
+}
+
+fn port_flag(f: &HashMap<String, String>, name: &str, default: i64) -> Result<i64, String> {
+    match f.get(name) {
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|_| {
+            format!("invalid argument {v:?} for \"--{name}\" flag: strconv.ParseInt: parsing {v:?}: invalid syntax")
+        }),
+    }
+}
+
+/// Runs `agnhost <args>`.
+pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
+    let Some(sub) = args.first().cloned() else {
+        ctx.out.err_line("Error: agnhost needs a subcommand");
+        return 1;
+    };
+    let rest = args[1..].to_vec();
+    let _busy = ctx.usage.busy(2);
+    ctx.usage
+        .extra_memory_bytes
+        .store(12 << 20, std::sync::atomic::Ordering::Relaxed);
+    match sub.as_str() {
+        "netexec" => netexec(ctx, rest).await,
+        "serve-hostname" => serve_hostname(ctx, rest).await,
+        "dns-server-list" => {
+            match &ctx.pod.dns {
+                Ok(d) => ctx.out.line(
+                    &d.nameservers
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+                Err(e) => ctx.out.line(&format!("no DNS configuration: {e}")),
+            }
+            0
+        }
+        "dns-suffix" => {
+            match &ctx.pod.dns {
+                Ok(d) => ctx.out.line(&d.searches.join(",")),
+                Err(_) => ctx.out.line(""),
+            }
+            0
+        }
+        "etc-hosts" => {
+            let path = match ctx.pod.os {
+                Os::Linux => "/etc/hosts",
+                Os::Windows => "C:\\Windows\\System32\\drivers\\etc\\hosts",
+            };
+            match ctx.fs.read(path) {
+                Ok(b) => {
+                    ctx.out.line(&String::from_utf8_lossy(&b));
+                    0
+                }
+                Err(e) => {
+                    ctx.out.err_line(&format!("panic: open {path}: {e}"));
+                    2
+                }
+            }
+        }
+        "pause" => {
+            ctx.out.line("Paused");
+            ctx.cancel.cancelled().await;
+            ctx.out.line("Shutting down after receiving signal: terminated.");
+            0
+        }
+        "liveness" => liveness(ctx).await,
+        "test-webserver" => test_webserver(ctx, rest).await,
+        "porter" => porter(ctx).await,
+        "connect" => connect(ctx, rest).await,
+        other => {
+            ctx.out.err_line(&format!(
+                "Error: unknown command \"{other}\" for \"agnhost\" (the simulator does not emulate agnhost {other})"
+            ));
+            1
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Netexec {
+    ctx: Ctx,
+    exit: mpsc::Sender<i32>,
+    udp_ready: bool,
+}
+
+async fn netexec(ctx: Ctx, args: Vec<String>) -> i32 {
+    let (f, _) = flags(&args);
+    let (http_port, udp_port) = match (port_flag(&f, "http-port", 8080), port_flag(&f, "udp-port", 8081)) {
+        (Ok(h), Ok(u)) => (h, u),
+        (Err(e), _) | (_, Err(e)) => {
+            ctx.out.err_line(&format!("Error: {e}"));
+            return 1;
+        }
+    };
+    let (exit_tx, mut exit_rx) = mpsc::channel::<i32>(1);
+    let ip = ctx.pod.ip;
+    let stop = ctx.cancel.child_token();
+    let mut udp_ready = false;
+    if udp_port != -1 {
+        let Ok(port) = u16::try_from(udp_port) else {
+            ctx.out.err_line(&format!("invalid --udp-port {udp_port}"));
+            return 1;
+        };
+        let (hostname, usage) = (ctx.pod.hostname.clone(), ctx.usage.clone());
+        let r = serve_udp(ip, port, stop.clone(), move |text, peer| {
+            usage.traffic(text.len(), 64);
+            let t = text.trim().to_ascii_lowercase();
+            if t == "hostname" {
+                Some(hostname.clone())
+            } else if let Some(m) = t.strip_prefix("echo ") {
+                Some(m.to_string())
+            } else if t == "clientip" {
+                Some(peer.to_string())
+            } else {
+                None
+            }
+        })
+        .await;
+        if let Err(e) = r {
+            ctx.out.err_line(&format!(
+                "Error occurred: failed to create listener for UDP address {ip}:{port}:{e}"
+            ));
+            return 1;
+        }
+        ctx.out.line(&format!("Started UDP server on port  {port}"));
+        udp_ready = true;
+    }
+    let Ok(hport) = u16::try_from(http_port) else {
+        ctx.out.err_line(&format!("invalid --http-port {http_port}"));
+        return 1;
+    };
+    let state = Netexec {
+        ctx: ctx.clone(),
+        exit: exit_tx,
+        udp_ready: udp_ready || udp_port == -1,
+    };
+    let router = Router::new()
+        .route("/", get(|| async { format!("NOW: {}", jiff::Zoned::now()) }))
+        .route(
+            "/clientip",
+            get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
+        )
+        .route("/hostname", get(hostname_handler))
+        .route("/hostName", get(hostname_handler))
+        .route(
+            "/healthz",
+            get(|State(s): State<Netexec>| async move {
+                if s.udp_ready {
+                    StatusCode::OK
+                } else {
+                    StatusCode::PRECONDITION_FAILED
+                }
+            }),
+        )
+        .route("/echo", get(echo_handler))
+        .route("/exit", get(exit_handler))
+        .route(
+            "/shutdown",
+            get(|State(s): State<Netexec>| async move {
+                let _ = s.exit.send(0).await;
+                ""
+            }),
+        )
+        .route("/dial", get(dial_handler))
+        .route("/shell", get(shell_handler))
+        .route(
+            "/redirect",
+            get(|Query(q): Query<HashMap<String, String>>| async move {
+                let code = q.get("code").and_then(|c| c.parse::<u16>().ok()).unwrap_or(302);
+                let loc = q.get("location").cloned().unwrap_or_default();
+                Response::builder()
+                    .status(StatusCode::from_u16(code).unwrap_or(StatusCode::FOUND))
+                    .header("Location", loc)
+                    .body(axum::body::Body::empty())
+                    .map_or_else(
+                        |_| StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                        IntoResponse::into_response,
+                    )
+            }),
+        )
+        .with_state(state);
+    if let Err(e) = serve_http(ip, hport, router, stop.clone()).await {
+        ctx.out.err_line(&format!("listen tcp :{hport}: bind: {e}"));
+        return 1;
+    }
+    ctx.out.line(&format!("Started HTTP server on port {hport}"));
+    let code = tokio::select! {
+        c = until_stopped(&ctx) => c,
+        Some(c) = exit_rx.recv() => c,
+    };
+    stop.cancel();
+    code
+}
+
+async fn hostname_handler(State(s): State<Netexec>) -> String {
+    s.ctx.usage.traffic(100, s.ctx.pod.hostname.len());
+    s.ctx.pod.hostname.clone()
+}
+
+/// `/echo?msg=&code=`: logs the request as upstream netexec does (`GET /echo?msg=…&code=…`),
+/// which is how lifecycle-hook cases see that a hook reached the handler pod.
+async fn echo_handler(State(s): State<Netexec>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let msg = q.get("msg").cloned().unwrap_or_default();
+    let code = q.get("code").cloned().unwrap_or_default();
+    s.ctx.out.line(&format!("GET /echo?msg={msg}&code={code}"));
+    match q.get("code").filter(|c| !c.is_empty()) {
+        Some(c) => match c.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
+            Some(code) => (code, msg).into_response(),
+            None => format!("argument 'code' must be an integer or empty, got {c:?}\n").into_response(),
+        },
+        None => msg.into_response(),
+    }
+}
+
+async fn exit_handler(State(s): State<Netexec>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let code = q.get("code").filter(|c| !c.is_empty()).map(|c| c.parse::<i32>());
+    let code = match code {
+        None => 0,
+        Some(Ok(c)) if (0..=127).contains(&c) => c,
+        Some(_) => {
+            return format!(
+                "argument 'code' must be an integer [0-127] or empty, got {:?}\n",
+                q.get("code").cloned().unwrap_or_default()
+            )
+            .into_response();
+        }
+    };
+    s.ctx.out.line(&format!("GET /exit?code={code}"));
+    let _ = s.exit.send(code).await;
+    "".into_response()
+}
+
+async fn shell_handler(State(s): State<Netexec>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let cmd = q
+        .get("shellCommand")
+        .or_else(|| q.get("cmd"))
+        .cloned()
+        .unwrap_or_default();
+    let (out, buf) = super::Output::capture();
+    let sub = s.ctx.with_output(out);
+    let code = match s.ctx.pod.os {
+        Os::Linux => shell::run_sh_script(sub, &cmd, None).await,
+        Os::Windows => shell::run_cmd_script(sub, &cmd).await,
+    };
+    let output = String::from_utf8_lossy(&buf.lock().expect("capture lock")).to_string();
+    let mut m = serde_json::Map::new();
+    if !output.is_empty() {
+        m.insert("output".into(), output.into());
+    }
+    if code != 0 {
+        m.insert("error".into(), format!("exit status {code}").into());
+    }
+    let status = if code == 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::EXPECTATION_FAILED
+    };
+    (status, serde_json::Value::Object(m).to_string()).into_response()
+}
+
+async fn dial_handler(State(s): State<Netexec>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let host = q.get("host").cloned().unwrap_or_default();
+    let port = q.get("port").cloned().unwrap_or_default();
+    let request = q.get("request").cloned().unwrap_or_default();
+    let protocol = q.get("protocol").cloned().unwrap_or_default().to_ascii_lowercase();
+    let tries = match q.get("tries").filter(|t| !t.is_empty()) {
+        None => 1,
+        Some(t) => match t.parse::<u32>() {
+            Ok(n) => n,
+            Err(e) => return (StatusCode::BAD_REQUEST, format!("tries parameter is invalid. {e}\n")).into_response(),
+        },
+    };
+    if request.is_empty() {
+        return (StatusCode::BAD_REQUEST, "request parameter not specified. <nil>\n").into_response();
+    }
+    if !matches!(protocol.as_str(), "" | "http" | "udp") {
+        return (StatusCode::BAD_REQUEST, format!("unsupported protocol. {protocol}\n")).into_response();
+    }
+    let Ok(port_n) = port.parse::<u16>() else {
+        return (
+            StatusCode::BAD_REQUEST,
+            format!("host and/or port param are invalid. address {host}:{port}: invalid port\n"),
+        )
+            .into_response();
+    };
+    let ctx = &s.ctx;
+    // Upstream resolves a UDP target once, before any try (`net.ResolveUDPAddr`, 400 when it
+    // fails); an HTTP target is resolved by every try's dial, so a name that does not resolve
+    // is a failed try (417 with the lookup error), not a bad request.
+    let udp_ip = if protocol == "udp" {
+        match lookup(ctx, &host).await {
+            Ok(ip) => Some(ip),
+            Err(e) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("host and/or port param are invalid. lookup {host}: {e}\n"),
+                )
+                    .into_response();
+            }
+        }
+    } else {
+        None
+    };
+    let mut responses = Vec::new();
+    let mut errors = Vec::new();
+    let mut last_ok = false;
+    for _ in 0..tries {
+        let r = if let Some(ip) = udp_ip {
+            let addr = SocketAddr::new(ip, port_n);
+            ctx.net
+                .dialer()
+                .udp_request(&ctx.source(), addr, request.as_bytes(), Duration::from_secs(5))
+                .await
+                .map(|b| String::from_utf8_lossy(&b).to_string())
+                .map_err(|e| format!("reading from udp connection failed. err:'{e}'"))
+        } else {
+            match lookup(ctx, &host).await {
+                Ok(ip) => {
+                    let addr = SocketAddr::new(ip, port_n);
+                    http::get(
+                        ctx.net.dialer(),
+                        &ctx.source(),
+                        addr,
+                        &format!("{host}:{port_n}"),
+                        &format!("/{request}"),
+                        &[],
+                        Duration::from_secs(5),
+                    )
+                    .await
+                    .map(|r| String::from_utf8_lossy(&r.body).to_string())
+                    .map_err(|e| crate::node::error_chain(&e))
+                }
+                Err(e) => Err(format!(
+                    "Get \"http://{host}:{port_n}/{request}\": dial tcp: lookup {host}: {e}"
+                )),
+            }
+        };
+        match r {
+            Ok(v) => {
+                last_ok = true;
+                responses.push(v);
+            }
+            Err(e) => {
+                last_ok = false;
+                errors.push(e);
+            }
+        }
+    }
+    let mut m = serde_json::Map::new();
+    if !responses.is_empty() {
+        m.insert("responses".into(), responses.into());
+    }
+    if !errors.is_empty() {
+        m.insert("errors".into(), errors.into());
+    }
+    let status = if last_ok {
+        StatusCode::OK
+    } else {
+        StatusCode::EXPECTATION_FAILED
+    };
+    (status, serde_json::Value::Object(m).to_string()).into_response()
+}
+
+/// Resolves `host` (an IP or a name) as the pod's resolver would.
+async fn lookup(ctx: &Ctx, host: &str) -> Result<IpAddr, String> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    match &ctx.pod.dns {
+        Ok(d) => dns::resolve(d, &ctx.net, &ctx.source(), host)
+            .await
+            .map(|r| IpAddr::V4(r.addrs[0]))
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+async fn serve_hostname(ctx: Ctx, args: Vec<String>) -> i32 {
+    let (f, _) = flags(&args);
+    let port = match port_flag(&f, "port", 9376).map(u16::try_from) {
+        Ok(Ok(p)) => p,
+        _ => {
+            ctx.out.err_line("invalid --port");
+            return 1;
+        }
+    };
+    let on = |k: &str, d: bool| f.get(k).map_or(d, |v| v != "false");
+    let (tcp, udp, http_on) = (on("tcp", false), on("udp", false), on("http", true));
+    let stop = ctx.cancel.child_token();
+    let host = ctx.pod.hostname.clone();
+    if http_on && !tcp {
+        let h = host.clone();
+        let router = Router::new().fallback(move || {
+            let h = h.clone();
+            async move { h }
+        });
+        if let Err(e) = serve_http(ctx.pod.ip, port, router, stop.clone()).await {
+            ctx.out.err_line(&format!("listen tcp :{port}: bind: {e}"));
+            return 1;
+        }
+    }
+    if tcp {
+        match super::servers::listen(ctx.pod.ip, port) {
+            Ok(l) => {
+                let (h, stop) = (host.clone(), stop.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let (mut c, _) = tokio::select! {
+                            _ = stop.cancelled() => return,
+                            r = l.accept() => match r { Ok(x) => x, Err(_) => continue },
+                        };
+                        use tokio::io::AsyncWriteExt;
+                        let _ = c.write_all(h.as_bytes()).await;
+                    }
+                });
+            }
+            Err(e) => {
+                ctx.out.err_line(&format!("listen tcp :{port}: bind: {e}"));
+                return 1;
+            }
+        }
+    }
+    if udp {
+        let h = host.clone();
+        if let Err(e) = serve_udp(ctx.pod.ip, port, stop.clone(), move |_, _| Some(h.clone())).await {
+            ctx.out.err_line(&format!("listen udp :{port}: bind: {e}"));
+            return 1;
+        }
+    }
+    ctx.out.line(&format!("Serving on port {port}."));
+    let code = until_stopped(&ctx).await;
+    stop.cancel();
+    code
+}
+
+async fn liveness(ctx: Ctx) -> i32 {
+    let started = Arc::new(Instant::now());
+    let router = Router::new()
+        .route(
+            "/healthz",
+            get(move || {
+                let started = started.clone();
+                async move {
+                    let d = started.elapsed();
+                    if d > Duration::from_secs(10) {
+                        (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            format!("error: {:.6}s", d.as_secs_f64()),
+                        )
+                            .into_response()
+                    } else {
+                        "ok".into_response()
+                    }
+                }
+            }),
+        )
+        .route(
+            "/redirect",
+            get(|Query(q): Query<HashMap<String, String>>| async move {
+                let loc = q.get("loc").cloned().unwrap_or_default();
+                (StatusCode::FOUND, [("Location", loc)]).into_response()
+            }),
+        );
+    if let Err(e) = serve_http(ctx.pod.ip, 8080, router, ctx.cancel.clone()).await {
+        ctx.out.err_line(&format!("listen tcp :8080: bind: {e}"));
+        return 1;
+    }
+    until_stopped(&ctx).await
+}
+
+async fn test_webserver(ctx: Ctx, args: Vec<String>) -> i32 {
+    let (f, _) = flags(&args);
+    let port = match port_flag(&f, "port", 80).map(u16::try_from) {
+        Ok(Ok(p)) => p,
+        _ => {
+            ctx.out.err_line("invalid --port");
+            return 1;
+        }
+    };
+    // Upstream test-webserver is `http.FileServer(http.Dir("/"))`: files are served, and a
+    // directory (`/` included, which the probe cases hit) answers 200 with a listing.
+    let fs = ctx.fs.clone();
+    let router = Router::new().fallback(move |uri: axum::http::Uri| {
+        let fs = fs.clone();
+        async move {
+            let path = uri.path();
+            if fs.stat(path) == Some(true) {
+                return match fs.list(path) {
+                    Ok(entries) => {
+                        let mut body = String::from("<pre>\n");
+                        for e in entries {
+                            let slash = if e.is_dir { "/" } else { "" };
+                            body.push_str(&format!("<a href=\"{0}{slash}\">{0}{slash}</a>\n", e.name));
+                        }
+                        body.push_str("</pre>\n");
+                        (StatusCode::OK, [("Content-Type", "text/html; charset=utf-8")], body).into_response()
+                    }
+                    Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "500 Internal Server Error\n").into_response(),
+                };
+            }
+            match fs.read(path) {
+                Ok(b) => (StatusCode::OK, b).into_response(),
+                Err(_) => (StatusCode::NOT_FOUND, "404 page not found\n").into_response(),
+            }
+        }
+    });
+    if let Err(e) = serve_http(ctx.pod.ip, port, router, ctx.cancel.clone()).await {
+        ctx.out.err_line(&format!("listen tcp :{port}: bind: {e}"));
+        return 1;
+    }
+    until_stopped(&ctx).await
+}
+
+async fn porter(ctx: Ctx) -> i32 {
+    let mut any = false;
+    for (k, v) in &ctx.env {
+        if let Some(p) = k.strip_prefix("SERVE_PORT_") {
+            let Ok(port) = p.parse::<u16>() else { continue };
+            let body = v.clone();
+            let router = Router::new().fallback(move || {
+                let b = body.clone();
+                async move { b }
+            });
+            if let Err(e) = serve_http(ctx.pod.ip, port, router, ctx.cancel.clone()).await {
+                ctx.out.err_line(&format!("listen tcp :{port}: bind: {e}"));
+                return 1;
+            }
+            any = true;
+        } else if k.starts_with("SERVE_TLS_PORT_") || k.starts_with("SERVE_SCTP_PORT_") {
+            ctx.out.err_line(&format!(
+                "{k}: the simulator's porter does not emulate TLS or SCTP ports"
+            ));
+            return 1;
+        }
+    }
+    if !any {
+        ctx.out.err_line("No ports to serve; set SERVE_PORT_<port>=<response>");
+        return 1;
+    }
+    until_stopped(&ctx).await
+}
+
+async fn connect(ctx: Ctx, args: Vec<String>) -> i32 {
+    let (f, pos) = flags(&args);
+    let Some(target) = pos.first() else {
+        ctx.out.err_line("Error: accepts 1 arg(s), received 0");
+        return 1;
+    };
+    let timeout = f
+        .get("timeout")
+        .and_then(|t| t.strip_suffix('s').and_then(|n| n.parse::<f64>().ok()))
+        .map_or(Duration::from_secs(5), Duration::from_secs_f64);
+    let Some((host, port)) = target.rsplit_once(':') else {
+        ctx.out.err_line("OTHER: invalid target");
+        return 1;
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        ctx.out.err_line("OTHER: invalid port");
+        return 1;
+    };
+    let ip = match host.parse::<IpAddr>() {
+        Ok(ip) => ip,
+        Err(_) => match &ctx.pod.dns {
+            Ok(d) => match dns::resolve(d, &ctx.net, &ctx.source(), host).await {
+                Ok(r) => IpAddr::V4(r.addrs[0]),
+                Err(e) => {
+                    ctx.out.err_line(&format!("DNS: {e}"));
+                    return 1;
+                }
+            },
+            Err(e) => {
+                ctx.out.err_line(&format!("DNS: {e}"));
+                return 1;
+            }
+        },
+    };
+    match tokio::time::timeout(timeout, ctx.net.dialer().tcp(&ctx.source(), SocketAddr::new(ip, port))).await {
+        Ok(Ok(_)) => 0,
+        Ok(Err(crate::node::NetError::Io { source, .. })) if source.kind() == std::io::ErrorKind::ConnectionRefused => {
+            ctx.out.err_line("REFUSED");
+            1
+        }
+        Ok(Err(crate::node::NetError::TimedOut { .. } | crate::node::NetError::Dropped { .. })) | Err(_) => {
+            ctx.out.err_line("TIMEOUT");
+            1
+        }
+        Ok(Err(e)) => {
+            ctx.out.err_line(&format!("OTHER: {e}"));
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cobra_flags() {
+        let (f, pos) = flags(&["--http-port=8080".into(), "--udp-port".into(), "9".into(), "x".into()]);
+        assert_eq!(f["http-port"], "8080");
+        assert_eq!(f["udp-port"], "9");
+        assert_eq!(pos, ["x"]);
+        let (f, _) = flags(&["--udp".into(), "--port".into(), "1".into()]);
+        assert_eq!(f["udp"], "true");
+        assert_eq!(f["port"], "1");
+    }
+}
+
+#[cfg(test)]
+mod server_tests {
+    use super::*;
+    use crate::node::net::Source;
+    use crate::node::programs::testutil::{AGNHOST, ctx};
+    use crossconf_model::os::Os;
+
+    #[tokio::test]
+    async fn netexec_serves_http_and_udp_on_the_pod_ip() {
+        let (c, _out, _d) = ctx(Os::Windows, AGNHOST, 120);
+        let (ip, net, cancel) = (c.pod.ip, c.net.clone(), c.cancel.clone());
+        let h = tokio::spawn(run(
+            c,
+            vec!["netexec".into(), "--http-port=18080".into(), "--udp-port=18081".into()],
+        ));
+        let host = Source::host();
+        let addr = SocketAddr::new(ip.into(), 18080);
+        let mut got = None;
+        for _ in 0..50 {
+            if let Ok(r) = http::get(net.dialer(), &host, addr, "x", "/hostname", &[], Duration::from_secs(1)).await {
+                got = Some(r);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let r = got.expect("netexec answers");
+        assert_eq!((r.status, &r.body[..]), (200, &b"pod-120"[..]));
+        let udp = net
+            .dialer()
+            .udp_request(
+                &host,
+                SocketAddr::new(ip.into(), 18081),
+                b"hostname",
+                Duration::from_secs(2),
+            )
+            .await
+            .unwrap();
+        assert_eq!(udp, b"pod-120");
+        let echo = http::get(
+            net.dialer(),
+            &host,
+            addr,
+            "x",
+            "/echo?msg=abc",
+            &[],
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+        assert_eq!(&echo.body[..], b"abc");
+        let dial = http::get(
+            net.dialer(),
+            &host,
+            addr,
+            "x",
+            &format!("/dial?request=hostname&protocol=udp&host={ip}&port=18081&tries=1"),
+            &[],
+            Duration::from_secs(3),
+        )
+        .await
+        .unwrap();
+        assert_eq!(dial.status, 200);
+        assert_eq!(String::from_utf8_lossy(&dial.body), r#"{"responses":["pod-120"]}"#);
+        let bad = http::get(
+            net.dialer(),
+            &host,
+            addr,
+            "x",
+            "/dial?protocol=http&host=x&port=1",
+            &[],
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+        assert_eq!(bad.status, 400);
+        let shell = http::get(
+            net.dialer(),
+            &host,
+            addr,
+            "x",
+            "/shell?shellCommand=echo%20hi",
+            &[],
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+        assert_eq!(String::from_utf8_lossy(&shell.body), r#"{"output":"hi\r\n"}"#);
+        let _ = http::get(
+            net.dialer(),
+            &host,
+            addr,
+            "x",
+            "/exit?code=7",
+            &[],
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(h.await.unwrap(), 7);
+        cancel.cancel();
+    }
+
+    #[tokio::test]
+    async fn dial_to_outside_address_sends_nothing() {
+        let (c, _out, _d) = ctx(Os::Linux, AGNHOST, 121);
+        let (ip, net, cancel) = (c.pod.ip, c.net.clone(), c.cancel.clone());
+        tokio::spawn(run(
+            c,
+            vec!["netexec".into(), "--http-port=18080".into(), "--udp-port=-1".into()],
+        ));
+        let host = Source::host();
+        let addr = SocketAddr::new(ip.into(), 18080);
+        let mut r = None;
+        for _ in 0..50 {
+            if let Ok(x) = http::get(
+                net.dialer(),
+                &host,
+                addr,
+                "x",
+                "/dial?request=hostname&protocol=udp&host=1.1.1.1&port=53",
+                &[],
+                Duration::from_secs(2),
+            )
+            .await
+            {
+                r = Some(x);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let r = r.expect("netexec answers");
+        assert_eq!(r.status, 417);
+        assert!(String::from_utf8_lossy(&r.body).contains("nothing was sent"));
+        let refused = net.dialer().refusals();
+        assert!(
+            refused.iter().any(|x| x.dst == "1.1.1.1".parse::<IpAddr>().unwrap()),
+            "{refused:?}"
+        );
+        cancel.cancel();
+    }
+}

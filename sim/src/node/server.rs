@@ -1,0 +1,363 @@
+//! The kubelet's HTTPS API on `nodeIP:10250` (self-signed certificate): `/healthz`, `/configz`,
+//! `/stats/summary`, `/pods`, `/containerLogs/{ns}/{pod}/{container}` and
+//! `/exec/{ns}/{pod}/{container}` as a websocket speaking the Kubernetes channel protocol
+//! (`v5.channel.k8s.io`, `v4.channel.k8s.io`): stream 1 stdout, 2 stderr, 3 a Status JSON with
+//! the exit code, as the real kubelet answers. The API server proxies `pods/log`, `pods/exec`
+//! and `nodes/{n}/proxy/...` here.
+//!
+//! [`router`] builds the app so tests can call it without a socket.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use rcgen::{CertificateParams, DnType, KeyPair, SanType};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tracing::{debug, info};
+
+use crate::addr::KUBELET_PORT;
+use crate::node::kubelet::{ExecError, Kubelet, log_text};
+use crate::node::programs::{Output, Stream};
+use crate::node::stats;
+
+/// Errors starting the kubelet server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The node address could not be bound.
+    #[error("bind kubelet server on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The self-signed certificate could not be made.
+    #[error("generate kubelet serving certificate")]
+    Certificate(#[source] rcgen::Error),
+    /// The TLS configuration was rejected.
+    #[error("configure kubelet tls")]
+    Tls(#[source] rustls::Error),
+}
+
+fn tls_config(ip: std::net::Ipv4Addr, node: &str) -> Result<Arc<rustls::ServerConfig>, ServerError> {
+    crate::install_crypto_provider();
+    let key = KeyPair::generate().map_err(ServerError::Certificate)?;
+    let mut params = CertificateParams::new(vec![node.to_string()]).map_err(ServerError::Certificate)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("{node}@kubelet"));
+    params.subject_alt_names.push(SanType::IpAddress(ip.into()));
+    let cert = params.self_signed(&key).map_err(ServerError::Certificate)?;
+    let chain: Vec<CertificateDer<'static>> = vec![cert.der().clone()];
+    let private = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let mut cfg = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, private)
+        .map_err(ServerError::Tls)?;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Binds `nodeIP:10250` and serves [`router`] over TLS until the kubelet stops.
+pub(crate) async fn start(kl: Arc<Kubelet>) -> Result<SocketAddr, ServerError> {
+    let ip = kl.node_ip();
+    let addr = SocketAddr::from((ip, KUBELET_PORT));
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls_config(ip, &kl.cfg.name)?);
+    let app = router(kl.clone());
+    let cancel = kl.cancel.clone();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, peer) = tokio::select! {
+                _ = cancel.cancelled() => return,
+                r = listener.accept() => match r { Ok(x) => x, Err(e) => { debug!(error = %e, "kubelet accept failed"); continue; } },
+            };
+            let (acceptor, app, cancel) = (acceptor.clone(), app.clone(), cancel.clone());
+            tokio::spawn(async move {
+                let tls = match acceptor.accept(tcp).await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        debug!(%peer, error = %e, "kubelet tls handshake failed");
+                        return;
+                    }
+                };
+                let builder = auto::Builder::new(TokioExecutor::new());
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(app));
+                tokio::select! {
+                    r = conn => if let Err(e) = r { debug!(%peer, error = %e, "kubelet connection ended"); },
+                    _ = cancel.cancelled() => {}
+                }
+            });
+        }
+    });
+    info!(%addr, node = %kl.cfg.name, "kubelet server listening");
+    Ok(addr)
+}
+
+/// The kubelet HTTP app.
+pub(crate) fn router(kl: Arc<Kubelet>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/configz", get(configz))
+        .route(
+            "/stats/summary",
+            get(|State(kl): State<Arc<Kubelet>>| async move { axum::Json(stats::summary(&kl)) }),
+        )
+        .route("/pods", get(pods))
+        .route("/containerLogs/{ns}/{pod}/{container}", get(container_logs))
+        .route("/exec/{ns}/{pod}/{container}", any(exec))
+        .with_state(kl)
+}
+
+async fn configz(State(kl): State<Arc<Kubelet>>) -> axum::Json<serde_json::Value> {
+    let r = &kl.cfg.reserved;
+    axum::Json(json!({
+        "kubeletconfig": {
+            "kind": "KubeletConfiguration",
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "port": KUBELET_PORT,
+            "maxPods": kl.cfg.capacity.pods,
+            "kubeReserved": {"cpu": format!("{}m", r.kube_cpu_millis), "memory": format!("{}Mi", r.kube_memory_bytes >> 20)},
+            "systemReserved": {"cpu": format!("{}m", r.system_cpu_millis), "memory": format!("{}Mi", r.system_memory_bytes >> 20)},
+            "evictionHard": {"memory.available": format!("{}Mi", r.eviction_memory_bytes >> 20), "nodefs.available": "10%"},
+            "enforceNodeAllocatable": ["pods"],
+            "clusterDNS": [kl.cfg.block.dns_service().to_string()],
+            "clusterDomain": crate::node::dns::CLUSTER_DOMAIN,
+            "containerRuntimeEndpoint": if kl.cfg.os == crossconf_model::os::Os::Windows { "npipe:////./pipe/containerd-containerd" } else { "unix:///run/containerd/containerd.sock" },
+        }
+    }))
+}
+
+async fn pods(State(kl): State<Arc<Kubelet>>) -> axum::Json<serde_json::Value> {
+    axum::Json(json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": kl.pod_list()}))
+}
+
+fn query_pairs(q: &Option<String>) -> Vec<(String, String)> {
+    form_urlencoded::parse(q.as_deref().unwrap_or("").as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+fn flag(pairs: &[(String, String)], k: &str) -> bool {
+    pairs
+        .iter()
+        .any(|(key, v)| key == k && (v == "true" || v == "1" || v.is_empty()))
+}
+
+fn value<'a>(pairs: &'a [(String, String)], k: &str) -> Option<&'a str> {
+    pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
+}
+
+async fn container_logs(
+    State(kl): State<Arc<Kubelet>>,
+    Path((ns, pod, container)): Path<(String, String, String)>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let pairs = query_pairs(&q);
+    let previous = flag(&pairs, "previous");
+    let Some(log) = kl.logs(&ns, &pod, &container, previous) else {
+        let msg = if previous {
+            format!("previous terminated container \"{container}\" in pod \"{pod}\" not found")
+        } else {
+            format!("container \"{container}\" in pod \"{pod}\" is not available")
+        };
+        return (StatusCode::BAD_REQUEST, msg).into_response();
+    };
+    let timestamps = flag(&pairs, "timestamps");
+    let follow = flag(&pairs, "follow");
+    let tail = value(&pairs, "tailLines").and_then(|v| v.parse::<usize>().ok());
+    let since = value(&pairs, "sinceSeconds")
+        .and_then(|v| v.parse::<i64>().ok())
+        .map(|s| jiff::Timestamp::now() - jiff::SignedDuration::from_secs(s));
+    let limit = value(&pairs, "limitBytes").and_then(|v| v.parse::<usize>().ok());
+    let mut lines = log.since(0);
+    if let Some(t) = since {
+        lines.retain(|l| l.ts >= t);
+    }
+    if let Some(n) = tail {
+        let skip = lines.len().saturating_sub(n);
+        lines.drain(..skip);
+    }
+    let mut first = log_text(&lines, timestamps);
+    if let Some(l) = limit {
+        first.truncate(l);
+    }
+    if !follow || log.is_closed() {
+        return (StatusCode::OK, first).into_response();
+    }
+    let start = log.len();
+    let rx = log.subscribe();
+    let stream = futures::stream::unfold(
+        (Some(first), start, rx, log),
+        move |(first, idx, mut rx, log)| async move {
+            if let Some(f) = first {
+                return Some((Ok::<Bytes, std::io::Error>(Bytes::from(f)), (None, idx, rx, log)));
+            }
+            loop {
+                let new = log.since(idx);
+                if !new.is_empty() {
+                    let n = idx + new.len();
+                    return Some((Ok(Bytes::from(log_text(&new, timestamps))), (None, n, rx, log)));
+                }
+                if log.is_closed() {
+                    return None;
+                }
+                match tokio::time::timeout(Duration::from_secs(1), rx.recv()).await {
+                    Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
+                    _ => continue,
+                }
+            }
+        },
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("Content-Type", "text/plain")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The channel protocols the kubelet speaks, newest first.
+pub const EXEC_PROTOCOLS: [&str; 3] = ["v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io"];
+
+/// The Status the error channel carries for an exit code.
+pub fn exit_status(code: i32, argv: &[String]) -> serde_json::Value {
+    if code == 0 {
+        json!({"metadata": {}, "status": "Success"})
+    } else {
+        json!({
+            "metadata": {},
+            "status": "Failure",
+            "message": format!("command terminated with non-zero exit code: error executing command {argv:?}, exit code {code}"),
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
+        })
+    }
+}
+
+async fn exec(
+    State(kl): State<Arc<Kubelet>>,
+    Path((ns, pod, container)): Path<(String, String, String)>,
+    RawQuery(q): RawQuery,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let pairs = query_pairs(&q);
+    let argv: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| k == "command")
+        .map(|(_, v)| v.clone())
+        .collect();
+    let want_stdin = flag(&pairs, "stdin");
+    let Ok(ws) = ws else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "exec needs a websocket upgrade (v5.channel.k8s.io or v4.channel.k8s.io); SPDY is not supported",
+        )
+            .into_response();
+    };
+    if argv.is_empty() {
+        return (StatusCode::BAD_REQUEST, "you must specify at least 1 command").into_response();
+    }
+    let ws = ws.protocols(EXEC_PROTOCOLS);
+    let v5 = ws.selected_protocol().and_then(|p| p.to_str().ok()) == Some("v5.channel.k8s.io");
+    ws.on_upgrade(move |socket| exec_session(kl, socket, ns, pod, container, argv, want_stdin, v5))
+}
+
+#[expect(clippy::too_many_arguments, reason = "the session carries the whole request")]
+async fn exec_session(
+    kl: Arc<Kubelet>,
+    socket: WebSocket,
+    ns: String,
+    pod: String,
+    container: String,
+    argv: Vec<String>,
+    want_stdin: bool,
+    v5: bool,
+) {
+    let (mut tx, mut rx) = socket.split();
+    let mut stdin = Vec::new();
+    if want_stdin {
+        // Programs take their input at start: collect stdin until the client closes it.
+        while let Some(Ok(msg)) = rx.next().await {
+            match msg {
+                Message::Binary(b) if b.first() == Some(&0) => stdin.extend_from_slice(&b[1..]),
+                Message::Binary(b) if v5 && b.first() == Some(&255) && b.get(1) == Some(&0) => break,
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+    }
+    let (out_tx, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<(u8, Vec<u8>)>();
+    let out = Output::new(move |s, d| {
+        let ch = if s == Stream::Stdout { 1 } else { 2 };
+        let _ = out_tx.send((ch, d.to_vec()));
+    });
+    let run = {
+        let (kl, argv) = (kl.clone(), argv.clone());
+        tokio::spawn(async move {
+            kl.exec(&ns, &pod, &container, argv, want_stdin.then_some(stdin), out)
+                .await
+        })
+    };
+    let forward = tokio::spawn(async move {
+        while let Some((ch, data)) = out_rx.recv().await {
+            let mut frame = vec![ch];
+            frame.extend_from_slice(&data);
+            if tx.send(Message::Binary(frame.into())).await.is_err() {
+                break;
+            }
+        }
+        tx
+    });
+    let result = run.await;
+    let Ok(mut tx) = forward.await else { return };
+    let status = match result {
+        Ok(Ok(code)) => exit_status(code, &argv),
+        Ok(Err(e @ (ExecError::NotFound(_) | ExecError::ContainerNotRunning { .. } | ExecError::PodNotFound(_)))) => {
+            json!({"metadata": {}, "status": "Failure", "message": e.to_string(), "reason": "InternalError", "details": {"causes": [{"message": e.to_string()}]}, "code": 500})
+        }
+        Err(e) => {
+            json!({"metadata": {}, "status": "Failure", "message": format!("exec task failed: {e}"), "reason": "InternalError", "code": 500})
+        }
+    };
+    let mut frame = vec![3u8];
+    frame.extend_from_slice(status.to_string().as_bytes());
+    let _ = tx.send(Message::Binary(frame.into())).await;
+    // A close frame with status 1000: client-go reports a frame without a status (1005) as a
+    // broken stream, so kubectl exec would fail after printing the output.
+    let _ = tx
+        .send(Message::Close(Some(axum::extract::ws::CloseFrame {
+            code: axum::extract::ws::close_code::NORMAL,
+            reason: "".into(),
+        })))
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_status_matches_the_kubelet() {
+        assert_eq!(exit_status(0, &[])["status"], "Success");
+        let s = exit_status(3, &["sh".into()]);
+        assert_eq!(s["reason"], "NonZeroExitCode");
+        assert_eq!(s["details"]["causes"][0]["message"], "3");
+    }
+}
