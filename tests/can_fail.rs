@@ -17,6 +17,13 @@
 //! that every case that runs on the Windows target has a row, except the known failures and the
 //! cases listed in `tests/fixtures/can_fail/pending.txt` (a to-do list that only shrinks).
 //!
+//! A case the plan skips on the simulator's provider (`sim`: no cloud load balancer) is not
+//! run: its `-` row checks the plan's skip reason, as `crossconf run --sim` would report it.
+//!
+//! Groups start longest-expected-row first, and a group's rows one after another, longest first
+//! (times from the last run, see `support/timing.rs`): the long rows overlap the short ones
+//! instead of ending the run, and a group's cluster lives only while its rows run.
+//!
 //! `cargo test --test can_fail -- 'Granular'` runs the rows of matching cases only.
 
 mod support;
@@ -29,8 +36,10 @@ use std::time::Duration;
 
 use crossconf::catalog::{Case, Catalog};
 use crossconf::os::Os;
-use crossconf::select::{self, PlanContext, Selection, SkipReason};
+use crossconf::run::{Durations, schedule};
+use crossconf::select::{self, PlanContext, Provider, Selection, SkipReason};
 use libtest_mimic::{Arguments, Failed, Trial};
+use support::timing::{self, TrialTimes};
 use support::{Attempt, Target, attempt_case, known_failures};
 
 /// The longest a case may take under a fault: a broken cluster makes cases wait out their own
@@ -159,8 +168,18 @@ impl Group {
     }
 }
 
-fn run_row(group: &Group, row: &Row, case: &Case, runtime: &tokio::runtime::Runtime) -> Result<(), Failed> {
+fn run_row(
+    group: &Group,
+    row: &Row,
+    case: &Case,
+    plan_skip: Option<String>,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<(), Failed> {
     let result = runtime.block_on(async {
+        if let Some(reason) = plan_skip {
+            group.row_done().await;
+            return Ok(Attempt::Skipped(reason));
+        }
         let outcome = match group.target().await {
             Ok(target) => {
                 let ctx = target.context(row.os, &format!("canfail-{}", std::process::id()));
@@ -205,6 +224,25 @@ fn run_row(group: &Group, row: &Row, case: &Case, runtime: &tokio::runtime::Runt
         )
         .into()),
     }
+}
+
+/// The trial key of a row in the durations files.
+fn row_key(row: &Row) -> String {
+    format!(
+        "[{}] {} | faults {}",
+        row.os,
+        row.case,
+        row.faults.as_deref().unwrap_or("-")
+    )
+}
+
+/// How long a row should take: measured last time, else the case's estimate within the row's
+/// limit.
+fn row_expected(row: &Row, case: Option<&Case>, previous: Option<&Durations>) -> Duration {
+    previous.and_then(|p| p.get(&row_key(row))).unwrap_or_else(|| {
+        let limit = row.timeout.unwrap_or(MAX_CASE_TIME);
+        case.map_or(limit, |c| schedule::estimate(c).min(limit))
+    })
 }
 
 /// Every row names a registered case that runs on its OS; every case that can run on Windows
@@ -319,7 +357,37 @@ fn main() {
             }
         )
     };
-    ordered.sort_by_key(|r| group_key(r));
+    let previous = timing::previous("can_fail");
+    let expected = |r: &Row| row_expected(r, catalog.by_name(&r.case), previous.as_ref());
+    // A group's rows longest first; groups by their longest row, longest first.
+    let mut longest: BTreeMap<String, Duration> = BTreeMap::new();
+    for r in &ordered {
+        let slot = longest.entry(group_key(r)).or_default();
+        *slot = (*slot).max(expected(r));
+    }
+    ordered.sort_by(|a, b| {
+        let (ka, kb) = (group_key(a), group_key(b));
+        longest[&kb]
+            .cmp(&longest[&ka])
+            .then_with(|| ka.cmp(&kb))
+            .then_with(|| expected(b).cmp(&expected(a)))
+    });
+    // The plan's skips on the simulator's provider, per OS (a `-` row checks them).
+    let provider_skips: BTreeMap<(Os, &str), String> = Os::ALL
+        .into_iter()
+        .flat_map(|os| {
+            let mut ctx = PlanContext::new(os);
+            ctx.provider = Provider::SIM;
+            select::plan(&catalog, &Selection::everything(), &ctx)
+                .entries
+                .into_iter()
+                .filter_map(move |e| match e.skip_reason() {
+                    Some(r @ SkipReason::ProviderUnsupported { .. }) => Some(((os, e.name), r.to_string())),
+                    _ => None,
+                })
+        })
+        .collect();
+    let times = TrialTimes::default();
     let mut groups: BTreeMap<String, Arc<Group>> = BTreeMap::new();
     for r in &ordered {
         groups
@@ -337,17 +405,22 @@ fn main() {
     for row in ordered {
         let group = groups[&group_key(&row)].clone();
         let name = format!("{} | faults {}", row.case, row.faults.as_deref().unwrap_or("-"));
-        let (catalog, runtime, kind) = (catalog.clone(), runtime.clone(), row.os.to_string());
+        let plan_skip = provider_skips.get(&(row.os, row.case.as_str())).cloned();
+        let (catalog, runtime, kind, times) = (catalog.clone(), runtime.clone(), row.os.to_string(), times.clone());
         trials.push(
             Trial::test(name, move || {
                 let Some(case) = catalog.by_name(&row.case) else {
                     return Err(format!("{}: no case named {:?}", row.at, row.case).into());
                 };
-                run_row(&group, &row, case, &runtime)
+                let t0 = std::time::Instant::now();
+                let result = run_row(&group, &row, case, plan_skip, &runtime);
+                times.record(row_key(&row), t0.elapsed());
+                result
             })
             .with_kind(kind),
         );
     }
     let conclusion = libtest_mimic::run(&args, trials);
+    times.finish("can_fail");
     conclusion.exit();
 }

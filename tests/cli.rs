@@ -136,6 +136,23 @@ fn bad_inputs_give_one_line_and_exit_2_with_no_report() {
             ],
             "missing",
         ),
+        (
+            vec![
+                "run",
+                "--kubeconfig",
+                &good_kc,
+                "--provider",
+                "GCE",
+                "--report-dir",
+                &rd,
+            ],
+            "unknown provider \"GCE\"",
+        ),
+        (
+            vec!["run", "--sim", "--provider", "gce", "--report-dir", &rd],
+            "contradicts --sim",
+        ),
+        (vec!["list", "--provider", "azure-stack"], "known providers: skeleton"),
         (vec!["run", "--no-such-flag"], "--no-such-flag"),
         (vec!["list", "--node-os-distro", "darwin"], "darwin"),
     ];

@@ -7,6 +7,10 @@
 //! `CROSSCONF_NODE_OS_DISTRO=windows|linux` narrows the run to one. Libtest's own filters apply
 //! to the full names, so `cargo test --test e2e -- 'Granular'` runs the granular checks only.
 //!
+//! Trials start longest-expected-first, as `crossconf run` orders its parallel lane (times from
+//! the last run, see `support/timing.rs`; estimates otherwise), and the slowest ten are printed
+//! at the end.
+//!
 //! `tests/fixtures/known_failures.tsv` lists, per target OS, the cases that do not pass on the
 //! simulator yet, each with the reason; they are reported as ignored with that reason (so a
 //! dashboard shows them) instead of spending their timeout. The list is a to-do list: it only
@@ -18,8 +22,10 @@ use std::sync::Arc;
 
 use crossconf::catalog::Catalog;
 use crossconf::os::Os;
-use crossconf::select::{self, PlanContext, Selection};
+use crossconf::run::schedule;
+use crossconf::select::{self, PlanContext, Provider, Selection};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use support::timing::{self, TrialTimes};
 use support::{Attempt, Target, attempt_case, known_failures, target_oses};
 
 fn main() {
@@ -59,10 +65,15 @@ fn main() {
             "tests/fixtures/known_failures.tsv names an unknown case or OS: {os} {name}"
         );
     }
+    let previous = timing::previous("e2e");
+    let times = TrialTimes::default();
     let mut trials = Vec::new();
     for os in targets {
         let ctx = target.context(os, &format!("e2e-{os}-{}", std::process::id()));
         let mut plan_ctx = PlanContext::new(os);
+        if target.sim.is_some() {
+            plan_ctx.provider = Provider::SIM;
+        }
         plan_ctx.missing_pools = Os::ALL.into_iter().filter(|p| !ctx.pools.has_pool(*p)).collect();
         let plan = select::plan(&catalog, &Selection::everything(), &plan_ctx);
         for entry in &plan.entries {
@@ -74,39 +85,51 @@ fn main() {
             });
             let ctx = ctx.clone();
             let runtime = runtime.clone();
-            trials.push(
-                Trial::ignorable_test(case.name, move || {
-                    if let Some(reason) = skip {
-                        return Ok(Completion::ignored_with(reason));
-                    }
-                    runtime.block_on(async move {
-                        // Two attempts, as the upstream Windows jobs run with --flake-attempts=2: a
-                        // case that passes on its second attempt passes, and says so.
-                        let mut failures = Vec::new();
-                        for attempt in 1..=2 {
-                            match attempt_case(&ctx, &case, case.timeout).await {
-                                Attempt::Passed => {
-                                    if !failures.is_empty() {
-                                        println!(
-                                            "flaky: {} passed on attempt {attempt}; earlier: {}",
-                                            case.name,
-                                            failures.join(" | ")
-                                        );
-                                    }
-                                    return Ok(Completion::Completed);
+            let key = format!("[{os}] {}", case.name);
+            let expected = match (&skip, previous.as_ref().and_then(|p| p.get(&key))) {
+                (Some(_), _) => std::time::Duration::ZERO,
+                (None, Some(measured)) => measured,
+                (None, None) => schedule::estimate(&case),
+            };
+            let times = times.clone();
+            let trial = Trial::ignorable_test(case.name, move || {
+                if let Some(reason) = skip {
+                    return Ok(Completion::ignored_with(reason));
+                }
+                let t0 = std::time::Instant::now();
+                let result = runtime.block_on(async move {
+                    // Two attempts, as the upstream Windows jobs run with --flake-attempts=2: a
+                    // case that passes on its second attempt passes, and says so.
+                    let mut failures = Vec::new();
+                    for attempt in 1..=2 {
+                        match attempt_case(&ctx, &case, case.timeout).await {
+                            Attempt::Passed => {
+                                if !failures.is_empty() {
+                                    println!(
+                                        "flaky: {} passed on attempt {attempt}; earlier: {}",
+                                        case.name,
+                                        failures.join(" | ")
+                                    );
                                 }
-                                Attempt::Skipped(r) => return Ok(Completion::ignored_with(r)),
-                                Attempt::Failed(m) => failures.push(format!("attempt {attempt}: {m}")),
+                                return Ok(Completion::Completed);
                             }
+                            Attempt::Skipped(r) => return Ok(Completion::ignored_with(r)),
+                            Attempt::Failed(m) => failures.push(format!("attempt {attempt}: {m}")),
                         }
-                        Err(Failed::from(failures.join("\n\n")))
-                    })
-                })
-                .with_kind(os.to_string()),
-            );
+                    }
+                    Err(Failed::from(failures.join("\n\n")))
+                });
+                times.record(key, t0.elapsed());
+                result
+            })
+            .with_kind(os.to_string());
+            trials.push((expected, trial));
         }
     }
-    let conclusion = libtest_mimic::run(&args, trials);
+    // Longest first, so the long waits overlap the short cases instead of ending the run.
+    schedule::longest_first(&mut trials, |(d, _)| *d);
+    let conclusion = libtest_mimic::run(&args, trials.into_iter().map(|(_, t)| t).collect());
     runtime.block_on(target.shutdown());
+    times.finish("e2e");
     conclusion.exit();
 }

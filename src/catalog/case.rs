@@ -133,6 +133,9 @@ pub struct Case {
     pub timeout: Duration,
     /// The node pools the case needs.
     pub pools: PoolNeed,
+    /// `Some(names)`: the case runs only on these `--provider`s (upstream's
+    /// `SkipUnlessProviderIs`); `None`: on any.
+    pub providers: Option<&'static [&'static str]>,
 }
 
 impl Case {
@@ -147,7 +150,16 @@ impl Case {
             body,
             timeout,
             pools: PoolNeed::TargetOs,
+            providers: None,
         }
+    }
+
+    /// Runs the case only on these providers, as upstream's `SkipUnlessProviderIs(...)` at the
+    /// start of its body does (a cloud load balancer, a cloud disk).
+    #[must_use]
+    pub fn only_on_providers(mut self, names: &'static [&'static str]) -> Case {
+        self.providers = Some(names);
+        self
     }
 
     /// Marks the case as needing both a Linux and a Windows pool (hybrid cases).

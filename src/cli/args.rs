@@ -123,6 +123,11 @@ pub struct SelectionArgs {
     /// The OS of the nodes under test.
     #[arg(long, value_name = "OS")]
     pub node_os_distro: Option<OsArg>,
+    /// The cluster's infrastructure, as e2e.test names it (`skeleton`, `local`, `aws`, `azure`,
+    /// `gce`, `gke`...): cases needing a cloud load balancer or disk skip at once elsewhere
+    /// (default: `skeleton`, or `sim` with --sim).
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
 }
 
 /// `--node-os-distro` values.
@@ -215,6 +220,10 @@ pub struct RunArgs {
     /// Run exactly the cases that failed or errored in this JUnit file.
     #[arg(long, value_name = "JUNIT.xml")]
     pub rerun_failed: Option<PathBuf>,
+    /// A previous run's JUnit file whose case times order the parallel lane, longest first
+    /// (default: the report directory's last `junit_<prefix>01.xml`; else estimates).
+    #[arg(long, value_name = "JUNIT.xml")]
+    pub durations_from: Option<PathBuf>,
     /// Print the plan and exit without touching the cluster.
     #[arg(long)]
     pub dry_run: bool,

@@ -9,7 +9,7 @@ use crate::catalog::Catalog;
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::images::{ImageCatalog, RepoList};
 use crate::os::Os;
-use crate::select::{self, PlanContext, SelectionSpec, Suite};
+use crate::select::{self, PlanContext, Provider, SelectionSpec, Suite};
 
 /// Runs one subcommand.
 pub(super) async fn dispatch(command: Command) -> Result<(), CliError> {
@@ -59,6 +59,25 @@ pub(super) async fn connect(c: &ClusterArgs) -> Result<(Cluster, Option<Embedded
             Err(CliError::usage(&e))
         }
     }
+}
+
+/// `--provider`, defaulting as e2e.test does (`skeleton`), or to `sim` on the simulated cluster,
+/// which no other provider describes.
+pub(super) fn provider(
+    s: &super::args::SelectionArgs,
+    cluster: &super::args::ClusterArgs,
+) -> Result<Provider, CliError> {
+    let default = if cluster.sim { Provider::SIM } else { Provider::SKELETON };
+    let provider = match &s.provider {
+        None => default,
+        Some(name) => name.parse::<Provider>().map_err(|e| CliError::usage(&e))?,
+    };
+    if cluster.sim && provider != Provider::SIM {
+        return Err(CliError::Usage(format!(
+            "--provider {provider} contradicts --sim: the simulated cluster is provider sim"
+        )));
+    }
+    Ok(provider)
 }
 
 /// The selection flags (plus suite) compiled, with the target OS they imply.
@@ -118,8 +137,10 @@ pub(super) fn image_catalog(flag: Option<&PathBuf>) -> Result<ImageCatalog, CliE
 
 async fn list(a: ListArgs) -> Result<(), CliError> {
     let (selection, target, _) = selection(&a.selection, None, None)?;
+    let provider = provider(&a.selection, &a.cluster)?;
     let catalog = catalog();
     let mut ctx = PlanContext::new(target);
+    ctx.provider = provider;
     // The cluster is only consulted when named: listing must work with no cluster at all.
     let explicit = a.cluster.sim || a.cluster.kubeconfig.is_some() || a.cluster.context.is_some();
     let mut sim = None;

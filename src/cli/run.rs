@@ -12,7 +12,7 @@ use std::time::{Instant, SystemTime};
 
 use super::CliError;
 use super::args::RunArgs;
-use super::commands::{catalog, connect, image_catalog, selection};
+use super::commands::{catalog, connect, image_catalog, provider, selection};
 use crate::framework::{CaseSettings, RunContext};
 use crate::os::Os;
 use crate::report::junit::{JunitReport, RunnerReport};
@@ -42,9 +42,37 @@ fn new_run_id() -> String {
     format!("{secs}-{suffix}")
 }
 
+/// The case times that order the parallel lane: `--durations-from`, else the report
+/// directory's previous JUnit file (read before this run rewrites it). A file that cannot be
+/// used costs one warning line and the run goes on with estimates: ordering is an
+/// optimisation, never a reason to refuse a run.
+fn durations(a: &RunArgs) -> Option<crate::run::Durations> {
+    let (path, explicit) = match &a.durations_from {
+        Some(p) => (p.clone(), true),
+        None => (
+            report_dir(a.report_dir.as_ref()).join(format!("junit_{}01.xml", a.report_prefix)),
+            false,
+        ),
+    };
+    if !explicit && !path.exists() {
+        return None;
+    }
+    match crate::run::Durations::load(&path) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!(
+                "warning: {}; ordering cases by estimates from their timeouts",
+                crate::run::render_chain(&e)
+            );
+            None
+        }
+    }
+}
+
 pub(super) async fn run(a: RunArgs) -> Result<(), CliError> {
     // 1. Inputs, all validated before anything else happens.
     let (selection, target, suite) = selection(&a.selection, a.shard.as_deref(), a.rerun_failed.as_ref())?;
+    let provider = provider(&a.selection, &a.cluster)?;
     let mut builder = RunnerBuilder::default();
     builder
         .set_parallel(
@@ -64,12 +92,15 @@ pub(super) async fn run(a: RunArgs) -> Result<(), CliError> {
         .set_delete_namespace(a.delete_namespace)
         .set_delete_namespace_on_failure(a.delete_namespace_on_failure)
         .set_dump_logs_on_failure(a.dump_logs_on_failure);
+    builder.set_durations(durations(&a));
     let runner = builder.build().map_err(|e| CliError::usage(&e))?;
     let images = Arc::new(image_catalog(a.kube_test_repo_list.as_ref())?);
     let catalog = catalog();
 
+    let mut plan_ctx = PlanContext::new(target);
+    plan_ctx.provider = provider;
     if a.dry_run {
-        let plan = select::plan(&catalog, &selection, &PlanContext::new(target));
+        let plan = select::plan(&catalog, &selection, &plan_ctx);
         print!("{}", plan.to_text_listing());
         println!(
             "dry run: would run {} of {} cases on {target} nodes",
@@ -81,7 +112,7 @@ pub(super) async fn run(a: RunArgs) -> Result<(), CliError> {
 
     // 2. The cluster.
     let (cluster, sim) = connect(&a.cluster).await?;
-    let outcome = run_connected(a, runner, selection, target, catalog, images, &cluster, sim.as_ref()).await;
+    let outcome = run_connected(a, runner, selection, plan_ctx, catalog, images, &cluster, sim.as_ref()).await;
     if let Some(sim) = sim {
         sim.shutdown().await;
     }
@@ -96,14 +127,14 @@ async fn run_connected(
     a: RunArgs,
     runner: crate::run::Runner,
     selection: select::Selection,
-    target: Os,
+    mut ctx: PlanContext,
     catalog: crate::catalog::Catalog,
     images: Arc<crate::images::ImageCatalog>,
     cluster: &crate::cluster::Cluster,
     sim: Option<&super::sim::EmbeddedSim>,
 ) -> Result<(), CliError> {
     let pools = cluster.pools().clone();
-    let mut ctx = PlanContext::new(target);
+    let target = ctx.target_os;
     ctx.missing_pools = Os::ALL.into_iter().filter(|os| !pools.has_pool(*os)).collect();
     let plan = select::plan(&catalog, &selection, &ctx);
 

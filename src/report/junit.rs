@@ -203,7 +203,7 @@ impl JunitReport {
                 self.finished = true;
                 self.elapsed = self.started.and_then(|s| finished.duration_since(s).ok());
             }
-            Event::StepFinished(_) | Event::CaseStarted { .. } | Event::AttemptFailed { .. } => {
+            Event::StepFinished(_) | Event::Scheduled(_) | Event::CaseStarted { .. } | Event::AttemptFailed { .. } => {
                 return Ok(());
             }
         }

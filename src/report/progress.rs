@@ -115,6 +115,7 @@ impl Counts {
                 Some(format!("Will run {} of {} cases", self.total, plan.len()))
             }
             Event::StepFinished(step) => Some(step_line(step)),
+            Event::Scheduled(summary) => Some(summary.render()),
             Event::CaseStarted { .. } => None,
             Event::AttemptFailed { name, attempt } => Some(format!(
                 "RETRY {} -- attempt {} failed: {}",
@@ -263,7 +264,7 @@ impl Progress {
                         }
                         overall.finish_and_clear();
                     }
-                    Event::StepFinished(_) | Event::AttemptFailed { .. } => {}
+                    Event::StepFinished(_) | Event::Scheduled(_) | Event::AttemptFailed { .. } => {}
                 }
                 if let Some(line) = line {
                     multi.println(line).map_err(|source| Error::Print { source })?;

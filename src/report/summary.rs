@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::progress::{format_duration, plain};
-use crate::run::{CaseOutcome, Event, RunStats};
+use crate::run::{CaseOutcome, Event, RunStats, ScheduleSummary};
 
 /// What the summary needs from a run.
 #[derive(Debug, Clone, Default)]
@@ -18,6 +18,7 @@ pub struct Summary {
     interrupted: Vec<(String, String)>,
     flaky: Vec<(String, usize)>,
     signal: Option<String>,
+    schedule: Option<ScheduleSummary>,
 }
 
 fn first_line(text: &str) -> String {
@@ -47,12 +48,33 @@ impl Summary {
                 CaseOutcome::Passed | CaseOutcome::Skipped { .. } => {}
             },
             Event::Interrupted { signal } => self.signal = Some(signal.clone()),
+            Event::Scheduled(summary) => self.schedule = Some(summary.clone()),
             Event::RunFinished { stats, finished } => {
                 self.stats = Some(stats.clone());
                 self.elapsed = self.started.and_then(|s| finished.duration_since(s).ok());
             }
             Event::StepFinished(_) | Event::CaseStarted { .. } | Event::AttemptFailed { .. } => {}
         }
+    }
+
+    /// The wall against what no order of this run's cases could beat, and against what the
+    /// schedule expected: how much of the wall the ordering, rather than the cases, cost.
+    fn wall_line(&self, stats: &RunStats) -> Option<String> {
+        let wall = self.elapsed?;
+        if stats.critical_path.is_zero() {
+            return None;
+        }
+        let ratio = wall.as_secs_f64() / stats.critical_path.as_secs_f64();
+        let expected = self
+            .schedule
+            .as_ref()
+            .map(|s| format!("; the schedule expected {}", format_duration(s.expected_wall)))
+            .unwrap_or_default();
+        Some(format!(
+            "Wall {}: {ratio:.2} x the critical-path bound of this run's case times ({}){expected}\n",
+            format_duration(wall),
+            format_duration(stats.critical_path),
+        ))
     }
 
     /// The summary text (plain, no escape codes), ending in a newline.
@@ -72,6 +94,9 @@ impl Summary {
             stats.skipped,
             stats.interrupted,
         ));
+        if let Some(line) = self.wall_line(&stats) {
+            out.push_str(&line);
+        }
         if let Some(signal) = &self.signal {
             out.push_str(&format!("Interrupted by {}\n", plain(signal)));
         }
@@ -166,6 +191,7 @@ mod tests {
                     failed: 1,
                     skipped: 7,
                     interrupted: 1,
+                    critical_path: Duration::from_secs(600),
                 },
                 finished: t0 + Duration::from_secs(754),
             },
@@ -174,6 +200,7 @@ mod tests {
         }
         insta::assert_snapshot!(summary.render(), @r"
         Ran 4 cases in 12m34s: 2 passed (1 flaky), 1 failed, 7 skipped, 1 interrupted
+        Wall 12m34s: 1.26 x the critical-path bound of this run's case times (10m00s)
         Interrupted by SIGTERM
 
         Failed (1):

@@ -6,6 +6,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use super::schedule::ScheduleSummary;
+
 /// What happened to one planned case in the end.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CaseOutcome {
@@ -98,6 +100,10 @@ pub struct RunStats {
     pub skipped: usize,
     /// Cases interrupted or never started because of an interrupt.
     pub interrupted: usize,
+    /// The critical-path bound of this run's own case times (the serial lane plus the larger
+    /// of the longest parallel case and the parallel work over the lanes): what no order of
+    /// these cases could beat, to compare the wall with.
+    pub critical_path: Duration,
 }
 
 /// The events of one run, in the order the executor emits them.
@@ -112,6 +118,8 @@ pub enum Event {
         /// When the run started.
         started: SystemTime,
     },
+    /// The order is fixed: what the schedule expects, before the first case starts.
+    Scheduled(ScheduleSummary),
     /// A runner step finished.
     StepFinished(StepRecord),
     /// A case began its first attempt.

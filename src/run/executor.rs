@@ -6,7 +6,8 @@
 //! no file itself, except the failure dumps a case's framework produces.
 //!
 //! Order follows ginkgo: parallel cases first (up to `parallel` at once), then `[Serial]` and
-//! `[Disruptive]` cases one at a time with nothing else running.
+//! `[Disruptive]` cases one at a time with nothing else running. Within the parallel lane the
+//! longest expected case starts first ([`super::schedule`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -15,6 +16,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use super::events::{Attempt, CaseOutcome, CaseRecord, Event, PlannedCase, RunStats};
+use super::schedule::{self, Durations};
 use super::signal::Shutdown;
 use crate::catalog::Case;
 use crate::framework::{self, CaseError, Framework, RunContext};
@@ -40,6 +42,7 @@ pub struct RunnerBuilder {
     delete_namespace: bool,
     delete_namespace_on_failure: bool,
     dump_logs_on_failure: bool,
+    durations: Option<Arc<Durations>>,
 }
 
 impl Default for RunnerBuilder {
@@ -54,6 +57,7 @@ impl Default for RunnerBuilder {
             delete_namespace: true,
             delete_namespace_on_failure: true,
             dump_logs_on_failure: true,
+            durations: None,
         }
     }
 }
@@ -92,6 +96,12 @@ impl RunnerBuilder {
     /// `--dump-logs-on-failure`.
     pub fn set_dump_logs_on_failure(&mut self, b: bool) -> &mut Self {
         self.dump_logs_on_failure = b;
+        self
+    }
+
+    /// `--durations-from`: measured times that order the parallel lane (estimates otherwise).
+    pub fn set_durations(&mut self, d: Option<Durations>) -> &mut Self {
+        self.durations = d.map(Arc::new);
         self
     }
 
@@ -158,18 +168,20 @@ impl Runner {
                 .collect(),
             started: SystemTime::now(),
         });
-        let mut parallel = Vec::new();
-        let mut serial = Vec::new();
+        let mut to_run = Vec::new();
         for s in scheduled {
             match s.skip {
                 Some(reason) => {
                     stats.skipped += 1;
                     sink(Event::CaseFinished(skipped_record(s.case.name, reason)));
                 }
-                None if s.case.is_serial() => serial.push(s.case),
-                None => parallel.push(s.case),
+                None => to_run.push(s.case),
             }
         }
+        let order = schedule::schedule(to_run, self.cfg.parallel, self.cfg.durations.as_deref());
+        sink(Event::Scheduled(order.summary.clone()));
+        let (parallel, serial) = (order.parallel, order.serial);
+        let mut times: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
 
         // The suite timeout behaves like an interrupt that nobody typed.
         if let Some(limit) = self.cfg.suite_timeout {
@@ -184,7 +196,7 @@ impl Runner {
 
         let mut announced = false;
         let lanes: [(Vec<Case>, usize); 2] = [(parallel, self.cfg.parallel), (serial, 1)];
-        for (cases, width) in lanes {
+        for (lane, (cases, width)) in lanes.into_iter().enumerate() {
             let mut queue = cases.into_iter();
             let mut in_flight = FuturesUnordered::new();
             loop {
@@ -205,6 +217,7 @@ impl Runner {
                             sink(Event::AttemptFailed { name: done.record.name.clone(), attempt: a.clone() });
                         }
                         count(&mut stats, &done.record);
+                        times[lane].push(done.record.duration);
                         sink(Event::CaseFinished(done.record));
                     }
                     _ = shutdown.stopped().cancelled(), if !announced => {
@@ -224,6 +237,7 @@ impl Runner {
                 }
             }
         }
+        stats.critical_path = schedule::critical_path_bound(&times[0], &times[1], self.cfg.parallel);
         if shutdown.is_stopped() && !announced {
             sink(Event::Interrupted {
                 signal: shutdown.signal_name().unwrap_or_else(|| "interrupt".into()),

@@ -13,8 +13,10 @@ pub mod events;
 pub mod executor;
 pub mod preflight;
 pub mod prepull;
+pub mod schedule;
 pub mod signal;
 
 pub use events::{Attempt, CaseOutcome, CaseRecord, Event, PlannedCase, RunStats, StepRecord};
 pub use executor::{BuildError, Runner, RunnerBuilder, Scheduled, render_chain};
+pub use schedule::{Durations, DurationsError, ScheduleSummary};
 pub use signal::{Shutdown, SignalHandlerKind};

@@ -41,6 +41,7 @@ use serde::Serialize;
 use super::Error;
 use super::filter::{NamePatterns, Pattern};
 use super::label::LabelExpr;
+use super::provider::Provider;
 use super::rerun::RerunSet;
 use super::shard::Shard;
 use super::suite::Suite;
@@ -224,6 +225,14 @@ impl Selection {
         {
             return Decision::Skip(R::PoolMissing(os));
         }
+        if let Some(supported) = case.providers
+            && !ctx.provider.is_one_of(supported)
+        {
+            return Decision::Skip(R::ProviderUnsupported {
+                supported,
+                provider: ctx.provider.clone(),
+            });
+        }
         if let Some(shard) = self.shard
             && !shard.contains(name)
         {
@@ -244,14 +253,17 @@ pub struct PlanContext {
     /// Pools with no Ready, schedulable node; cases needing them are skipped with
     /// [`SkipReason::PoolMissing`]. Empty when planning without a cluster (`list`).
     pub missing_pools: BTreeSet<Os>,
+    /// `--provider`: cases that need another provider's infrastructure are skipped.
+    pub provider: Provider,
 }
 
 impl PlanContext {
-    /// A context for `target_os` with every pool present.
+    /// A context for `target_os` with every pool present, on e2e.test's default provider.
     pub fn new(target_os: Os) -> PlanContext {
         PlanContext {
             target_os,
             missing_pools: BTreeSet::new(),
+            provider: Provider::default(),
         }
     }
 }
@@ -286,6 +298,13 @@ pub enum SkipReason {
     },
     /// The case needs this OS's pool, which has no Ready schedulable node.
     PoolMissing(Os),
+    /// The case needs one of `supported` (cloud infrastructure), and the run is on `provider`.
+    ProviderUnsupported {
+        /// The providers the case runs on.
+        supported: &'static [&'static str],
+        /// `--provider`.
+        provider: Provider,
+    },
     /// The case belongs to another shard.
     NotInShard {
         /// The shard being run.
@@ -348,6 +367,11 @@ impl fmt::Display for SkipReason {
                 f,
                 "PoolMissing({os}): the case needs a Ready, schedulable {} node and the cluster has none",
                 os.title()
+            ),
+            SkipReason::ProviderUnsupported { supported, provider } => write!(
+                f,
+                "Provider: Only supported for providers [{}] (not {provider})",
+                supported.join(" ")
             ),
             SkipReason::NotInShard { shard, owner } => write!(
                 f,
@@ -552,6 +576,7 @@ mod tests {
         let ctx = PlanContext {
             target_os: Os::Linux,
             missing_pools: [Os::Windows].into(),
+            ..PlanContext::new(Os::Linux)
         };
         insta::assert_snapshot!(decisions(SelectionSpec::default(), &ctx).join("\n"), @r"
         run
@@ -570,6 +595,7 @@ mod tests {
         let ctx = PlanContext {
             target_os: Os::Windows,
             missing_pools: [Os::Linux].into(),
+            ..PlanContext::new(Os::Windows)
         };
         let d = decisions(SelectionSpec::default(), &ctx);
         assert_eq!(

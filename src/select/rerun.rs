@@ -1,17 +1,14 @@
 //! `--rerun-failed JUNIT.xml`: select exactly the cases that failed or errored in a report.
 //!
-//! The main type is [`RerunSet`]. quick-junit's reader accepts only its own dialect (a
-//! `<testsuites>` root, a closed set of child elements), while a rerun must also read upstream
-//! ginkgo reports and older single-`<testsuite>` files, and `roxmltree` is only a
-//! dev-dependency; so this module carries a small, strict XML reader that knows just enough:
-//! elements, attributes, entities, comments, CDATA, processing instructions and a DOCTYPE
-//! without an internal subset. Anything malformed is an error with its line and column rather
-//! than a silently empty rerun.
+//! The main type is [`RerunSet`]; the XML is read by [`super::junit_xml`], which accepts
+//! upstream ginkgo reports as well as ours and makes anything malformed an error with its line
+//! and column rather than a silently empty rerun.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::Error;
+use super::junit_xml::testcases;
 
 /// Names of the testcases that failed or errored in one JUnit file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,257 +72,13 @@ impl RerunSet {
     }
 }
 
-/// Upstream's ginkgo reporter names testcases `[It] <full name>`.
-fn strip_it(name: &str) -> &str {
-    name.strip_prefix("[It] ").unwrap_or(name)
-}
-
-struct Reader<'a> {
-    text: &'a str,
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn rest(&self) -> &'a str {
-        &self.text[self.pos..]
-    }
-
-    fn location(&self, at: usize) -> String {
-        let before = &self.text[..at];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        format!("line {line} column {column}")
-    }
-
-    fn fail<T>(&self, at: usize, what: &str) -> Result<T, String> {
-        Err(format!("{}: {what}", self.location(at)))
-    }
-
-    /// Skips past `end`, failing with `what` when it never comes.
-    fn skip_past(&mut self, end: &str, what: &str) -> Result<(), String> {
-        match self.rest().find(end) {
-            Some(i) => {
-                self.pos += i + end.len();
-                Ok(())
-            }
-            None => self.fail(self.pos, what),
-        }
-    }
-
-    fn skip_space(&mut self) {
-        let trimmed = self.rest().trim_start();
-        self.pos = self.text.len() - trimmed.len();
-    }
-
-    fn name(&mut self) -> Result<&'a str, String> {
-        let rest = self.rest();
-        let len = rest
-            .find(|c: char| c.is_whitespace() || matches!(c, '/' | '>' | '=' | '<'))
-            .unwrap_or(rest.len());
-        if len == 0 {
-            return self.fail(self.pos, "expected a name");
-        }
-        self.pos += len;
-        Ok(&rest[..len])
-    }
-}
-
-/// Decodes the five predefined entities and character references.
-fn unescape(raw: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(raw.len());
-    let mut rest = raw;
-    while let Some(amp) = rest.find('&') {
-        out.push_str(&rest[..amp]);
-        let after = &rest[amp + 1..];
-        let semi = after
-            .find(';')
-            .ok_or_else(|| format!("unterminated entity in {raw:?}"))?;
-        let entity = &after[..semi];
-        let decoded = match entity {
-            "lt" => '<',
-            "gt" => '>',
-            "amp" => '&',
-            "quot" => '"',
-            "apos" => '\'',
-            _ => {
-                let code = if let Some(hex) = entity.strip_prefix("#x") {
-                    u32::from_str_radix(hex, 16).ok()
-                } else if let Some(dec) = entity.strip_prefix('#') {
-                    dec.parse().ok()
-                } else {
-                    None
-                };
-                code.and_then(char::from_u32)
-                    .ok_or_else(|| format!("unknown entity &{entity}; in {raw:?}"))?
-            }
-        };
-        out.push(decoded);
-        rest = &after[semi + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-struct Open<'a> {
-    name: &'a str,
-    at: usize,
-    /// For a `<testcase>`: its name and whether a failure/error child was seen.
-    case: Option<(String, bool)>,
-}
-
 /// The names of failed or errored testcases, or where the XML is malformed.
 fn failed_cases(text: &str) -> Result<BTreeSet<String>, String> {
-    let mut r = Reader { text, pos: 0 };
-    let mut stack: Vec<Open<'_>> = Vec::new();
-    let mut failed = BTreeSet::new();
-    let mut root_seen = false;
-    loop {
-        let Some(lt) = r.rest().find('<') else {
-            if !stack.is_empty() || r.rest().trim().is_empty() {
-                break;
-            }
-            return r.fail(r.pos, "text outside the root element");
-        };
-        let text_between = &r.rest()[..lt];
-        if stack.is_empty() && !text_between.trim().is_empty() {
-            return r.fail(r.pos, "text outside the root element");
-        }
-        unescape(text_between).map_err(|e| format!("{}: {e}", r.location(r.pos)))?;
-        r.pos += lt;
-        let start = r.pos;
-        let rest = r.rest();
-        if rest.starts_with("<?") {
-            r.skip_past("?>", "unterminated processing instruction")?;
-        } else if rest.starts_with("<!--") {
-            r.skip_past("-->", "unterminated comment")?;
-        } else if rest.starts_with("<![CDATA[") {
-            if stack.is_empty() {
-                return r.fail(start, "CDATA outside the root element");
-            }
-            r.skip_past("]]>", "unterminated CDATA section")?;
-        } else if rest.starts_with("<!DOCTYPE") {
-            if root_seen {
-                return r.fail(start, "DOCTYPE after the root element");
-            }
-            r.skip_past(">", "unterminated DOCTYPE")?;
-        } else if rest.starts_with("</") {
-            r.pos += 2;
-            let name = r.name()?;
-            r.skip_space();
-            if !r.rest().starts_with('>') {
-                return r.fail(r.pos, "expected '>'");
-            }
-            r.pos += 1;
-            let Some(open) = stack.pop() else {
-                return r.fail(start, &format!("closing </{name}> without an opening tag"));
-            };
-            if open.name != name {
-                return r.fail(
-                    start,
-                    &format!("</{name}> closes <{}> opened at {}", open.name, r.location(open.at)),
-                );
-            }
-            close(open, &mut failed);
-        } else {
-            r.pos += 1;
-            let name = r.name()?;
-            if stack.is_empty() {
-                if root_seen {
-                    return r.fail(start, "a second root element");
-                }
-                if name != "testsuites" && name != "testsuite" {
-                    return r.fail(
-                        start,
-                        &format!("root element is <{name}>, not <testsuites> or <testsuite>"),
-                    );
-                }
-                root_seen = true;
-            }
-            let mut case_name = None;
-            let mut attributes = BTreeSet::new();
-            let self_closing = loop {
-                r.skip_space();
-                let rest = r.rest();
-                if rest.starts_with("/>") {
-                    r.pos += 2;
-                    break true;
-                }
-                if rest.starts_with('>') {
-                    r.pos += 1;
-                    break false;
-                }
-                if rest.is_empty() {
-                    return r.fail(start, &format!("unterminated <{name}> tag"));
-                }
-                let attr_at = r.pos;
-                let attr = r.name()?;
-                if !attributes.insert(attr) {
-                    return r.fail(attr_at, &format!("duplicate attribute {attr}"));
-                }
-                r.skip_space();
-                if !r.rest().starts_with('=') {
-                    return r.fail(r.pos, &format!("expected '=' after attribute {attr}"));
-                }
-                r.pos += 1;
-                r.skip_space();
-                let Some(quote) = r.rest().chars().next().filter(|c| *c == '"' || *c == '\'') else {
-                    return r.fail(r.pos, "expected a quoted attribute value");
-                };
-                r.pos += 1;
-                let Some(end) = r.rest().find(quote) else {
-                    return r.fail(attr_at, "unterminated attribute value");
-                };
-                let raw = &r.rest()[..end];
-                if raw.contains('<') {
-                    return r.fail(attr_at, "'<' in an attribute value");
-                }
-                let value = unescape(raw).map_err(|e| format!("{}: {e}", r.location(attr_at)))?;
-                r.pos += end + 1;
-                if name == "testcase" && attr == "name" {
-                    case_name = Some(value);
-                }
-            };
-            if matches!(name, "failure" | "error")
-                && let Some(Open {
-                    case: Some((_, failed_child)),
-                    ..
-                }) = stack.last_mut()
-            {
-                *failed_child = true;
-            }
-            let case = if name == "testcase" {
-                let Some(case_name) = case_name else {
-                    return r.fail(start, "<testcase> without a name attribute");
-                };
-                Some((case_name, false))
-            } else {
-                None
-            };
-            let open = Open { name, at: start, case };
-            if self_closing {
-                close(open, &mut failed);
-            } else {
-                stack.push(open);
-            }
-        }
-        if stack.is_empty() && root_seen && r.rest().trim().is_empty() {
-            break;
-        }
-    }
-    if let Some(open) = stack.last() {
-        return r.fail(open.at, &format!("<{}> is never closed", open.name));
-    }
-    if !root_seen {
-        return r.fail(0, "no <testsuites> or <testsuite> element");
-    }
-    Ok(failed)
-}
-
-/// Records a closed `<testcase>` that had a failure or error child.
-fn close(open: Open<'_>, failed: &mut BTreeSet<String>) {
-    if let Some((name, true)) = open.case {
-        failed.insert(strip_it(&name).to_string());
-    }
+    Ok(testcases(text)?
+        .into_iter()
+        .filter(|c| c.failed)
+        .map(|c| c.name)
+        .collect())
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! - `doctor`, `prepull`, `interrupt`: `crossconf sim` as a child process ([`sim_process`]);
 
 pub mod sim_process;
+pub mod timing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

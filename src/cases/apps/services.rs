@@ -30,7 +30,8 @@ pub(super) fn cases() -> Vec<Case> {
         case!(EXTERNALNAME_TO_CLUSTERIP, Kind::Adapted, externalname_to_clusterip),
         case!(CLUSTERIP_TO_EXTERNALNAME, Kind::Adapted, clusterip_to_externalname),
         case!(UNREADY_ENDPOINTS, Kind::Adapted, unready_endpoints),
-        case!(LOADBALANCER, Kind::Adapted, loadbalancer),
+        // Upstream: SkipUnlessProviderIs("gce", "gke", "aws") — a cloud load balancer.
+        case!(LOADBALANCER, Kind::Adapted, loadbalancer).only_on_providers(&["gce", "gke", "aws"]),
     ]
 }
 
