@@ -4,7 +4,7 @@
 //! The rows live in `tests/fixtures/can_fail/*.tsv`, one file per area of the catalogue. Each
 //! non-comment line is `os<TAB>faults<TAB>case name<TAB>expected fragment`:
 //! - `faults` is a `--faults` spec (`blackhole=win-1,blackhole=win-2`; see
-//!   `crossconf sim --help` and `src/sim/faults.rs`); the row passes only if the case *fails* and
+//!   `crossconf sim --help` and `sim/src/faults.rs`); the row passes only if the case *fails* and
 //!   its failure message contains `expected fragment` (case-sensitive).
 //! - `faults` `-` is for a case that skips on the simulator by design (no metrics API, say):
 //!   the row passes only if the case skips with a reason containing the fragment.
