@@ -1,0 +1,540 @@
+//! One container run: creation checks (user, mounts, OS rules), the rootfs files the runtime
+//! seeds, starting the program with its probes and postStart hook, and the termination
+//! message when it exits. Separate because it is the runtime side of a single start.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::node::dns::PodDns;
+use crate::node::error_chain;
+use crate::node::fs::{FsView, Mount};
+use crate::node::programs::{self, Ctx, Output, PodInfo, Usage};
+use crate::node::registry::{self, Image};
+use crate::node::runtime::{self, CState, LogBuffer};
+use crossconf_model::os::Os;
+
+use super::exec::log_text;
+use super::hooks::run_handler;
+use super::image_pull::pull;
+use super::probes::spawn_probes;
+use super::restart::StartFailure;
+use super::volumes::pod_fields;
+use super::{Kubelet, PodRt, sleep_or, with_ctr};
+
+/// Known Windows container users (the built-in accounts of Windows container images).
+const WINDOWS_USERS: &[&str] = &[
+    "ContainerUser",
+    "ContainerAdministrator",
+    "NT AUTHORITY\\SYSTEM",
+    "NT AUTHORITY\\Local service",
+    "NT AUTHORITY\\NetworkService",
+];
+
+fn effective_user(kl: &Kubelet, pod: &Pod, c: &Container, img: &Image) -> (String, Option<bool>) {
+    let psc = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.security_context.clone())
+        .unwrap_or_default();
+    let csc = c.security_context.clone().unwrap_or_default();
+    let non_root = csc.run_as_non_root.or(psc.run_as_non_root);
+    match kl.cfg.os {
+        // A runtime with the `run-as-username-ignored` fault runs every container as its
+        // image's default user.
+        Os::Windows if kl.net.faults().is_on("run-as-username-ignored") => (img.default_user.clone(), non_root),
+        Os::Windows => {
+            let u = csc
+                .windows_options
+                .as_ref()
+                .and_then(|w| w.run_as_user_name.clone())
+                .or_else(|| psc.windows_options.as_ref().and_then(|w| w.run_as_user_name.clone()))
+                .unwrap_or_else(|| img.default_user.clone());
+            (u, non_root)
+        }
+        Os::Linux => {
+            let u = csc
+                .run_as_user
+                .or(psc.run_as_user)
+                .map_or_else(|| img.default_user.clone(), |u| u.to_string());
+            (u, non_root)
+        }
+    }
+}
+
+/// Pulls, checks, creates and starts one container run, then waits for it to exit and returns
+/// the exit code.
+pub(super) async fn start_container(
+    kl: &Arc<Kubelet>,
+    rt: &Arc<PodRt>,
+    c: &Container,
+    init: bool,
+    idx: usize,
+) -> Result<i32, StartFailure> {
+    let pod = rt.pod();
+    let field = Some((c.name.as_str(), init));
+    let img = pull(kl, rt, c, init).await?;
+    with_ctr(rt, init, idx, |ct| ct.image_id = Some(img.image_id()));
+    let fail_create = |reason: &'static str, msg: String| {
+        kl.pod_event(rt, field, "Warning", "Failed", &format!("Error: {msg}"));
+        Err(StartFailure::Waiting { reason, message: msg })
+    };
+    // Configuration (CreateContainerConfigError).
+    let (ip, dns, volumes) = {
+        let st = rt.state.lock().expect("state lock");
+        (
+            st.ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
+            st.dns.clone().unwrap_or(Err("no dns".into())),
+            st.volumes.clone().unwrap_or_default(),
+        )
+    };
+    let (user, non_root) = effective_user(kl, &pod, c, &img);
+    // A kubelet with the `run-as-non-root-ignored` fault never verifies runAsNonRoot.
+    if non_root == Some(true) && !kl.net.faults().is_on("run-as-non-root-ignored") {
+        let root = match kl.cfg.os {
+            Os::Windows => user.eq_ignore_ascii_case("ContainerAdministrator"),
+            Os::Linux => user == "root" || user == "0",
+        };
+        if root {
+            let msg = match kl.cfg.os {
+                Os::Windows => format!(
+                    "container's runAsUserName ({user}) which will be regarded as root identity and will break non-root policy (pod: \"{}\", container: {})",
+                    rt.label(),
+                    c.name
+                ),
+                Os::Linux => format!(
+                    "container has runAsNonRoot and image will run as root (pod: \"{}\", container: {})",
+                    rt.label(),
+                    c.name
+                ),
+            };
+            return fail_create("CreateContainerConfigError", msg);
+        }
+    }
+    let fields = pod_fields(kl, &pod, ip);
+    let hostname = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.hostname.clone())
+        .unwrap_or_else(|| rt.name.clone());
+    // A kubelet with the `service-env-missing` fault has no Service informer: no
+    // docker-links-style variables.
+    let services = if kl.net.faults().is_on("service-env-missing") {
+        Vec::new()
+    } else {
+        kl.services.state()
+    };
+    let faults = kl.net.faults().clone();
+    let mut env = match runtime::container_env(
+        &kl.client,
+        &pod,
+        c,
+        &fields,
+        &runtime::EnvNode {
+            services: &services,
+            os: kl.cfg.os,
+            hostname: &hostname,
+            faults: &faults,
+        },
+    )
+    .await
+    {
+        Ok(e) => e,
+        Err(e) => return fail_create("CreateContainerConfigError", error_chain(&e)),
+    };
+    if kl.cfg.os == Os::Windows {
+        // Windows gives every process its account's USERNAME and USERPROFILE (`echo %USERNAME%`
+        // is how the upstream runAsUserName cases read the user); an account such as
+        // `NT AUTHORITY\SYSTEM` shows its name without the domain.
+        let account = user.rsplit('\\').next().unwrap_or(&user).to_string();
+        env.entry("USERPROFILE".into())
+            .or_insert_with(|| format!("C:\\Users\\{account}"));
+        env.entry("USERNAME".into()).or_insert(account);
+    }
+    // Creation (CreateContainerError): OS/build mismatch, mounts, unsupported resources.
+    if let Some(why) = img.create_mismatch(kl.cfg.os, kl.cfg.windows_build.as_deref()) {
+        let why = if kl.net.faults().is_on("errors-unexplained") {
+            "unknown error".to_string()
+        } else {
+            why
+        };
+        return fail_create(
+            "CreateContainerError",
+            format!("failed to create containerd container: {why}"),
+        );
+    }
+    let mounts = match volumes.mounts_for(c, kl.cfg.os) {
+        Ok(m) => m,
+        Err(why) => {
+            return fail_create(
+                "CreateContainerError",
+                format!("failed to create containerd container: {why}"),
+            );
+        }
+    };
+    // `linux-fields-enforced`: a Windows runtime that tries to apply Linux-only security
+    // settings instead of ignoring them (pods without spec.os.name may carry them).
+    if kl.cfg.os == Os::Windows && kl.net.faults().is_on("linux-fields-enforced") {
+        let psc = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.clone())
+            .unwrap_or_default();
+        let csc = c.security_context.clone().unwrap_or_default();
+        let linux_only = psc.se_linux_options.is_some()
+            || psc.run_as_user.is_some()
+            || psc.run_as_group.is_some()
+            || csc.se_linux_options.is_some()
+            || csc.run_as_user.is_some()
+            || csc.run_as_group.is_some();
+        if linux_only {
+            return fail_create(
+                "CreateContainerError",
+                "failed to create containerd container: SELinux options, runAsUser and runAsGroup are not supported on Windows".into(),
+            );
+        }
+    }
+    if kl.cfg.os == Os::Windows {
+        let res = c.resources.clone().unwrap_or_default();
+        let huge = res
+            .limits
+            .iter()
+            .chain(res.requests.iter())
+            .flat_map(|m| m.keys())
+            .any(|k| k.starts_with("hugepages-"));
+        if huge && !kl.cfg.os.supports_memory_medium() {
+            return fail_create(
+                "CreateContainerError",
+                "failed to create containerd container: hugepages are not supported on Windows nodes".into(),
+            );
+        }
+    }
+    let expand = |v: &Option<Vec<String>>| -> Vec<String> {
+        let v = v.clone().unwrap_or_default();
+        if faults.is_on("env-expansion-off") {
+            return v;
+        }
+        v.iter().map(|s| runtime::expand_refs(s, &env)).collect()
+    };
+    let argv0 = img.argv(&expand(&c.command), &expand(&c.args));
+    let cid = format!("{:032x}{:032x}", rand::random::<u128>(), rand::random::<u128>());
+    let container_dir = kl
+        .cfg
+        .root_dir
+        .join("pods")
+        .join(&rt.uid)
+        .join("containers")
+        .join(&c.name);
+    let rootfs = container_dir.join("rootfs");
+    if let Err(e) = std::fs::create_dir_all(&rootfs) {
+        return fail_create(
+            "CreateContainerError",
+            format!("failed to create containerd container: creating rootfs: {e}"),
+        );
+    }
+    seed_rootfs(kl, &rootfs, &pod, &hostname, ip, dns.as_ref().ok());
+    let read_only_root = kl.cfg.os == Os::Linux
+        && c.security_context
+            .as_ref()
+            .and_then(|s| s.read_only_root_filesystem)
+            .unwrap_or(false);
+    let fs = FsView::new(
+        kl.cfg.os,
+        rootfs,
+        read_only_root,
+        mounts_with_defaults(mounts),
+        kl.net.faults().clone(),
+    );
+    let windows_user_unknown = kl.cfg.os == Os::Windows && !WINDOWS_USERS.iter().any(|u| u.eq_ignore_ascii_case(&user));
+    // Start delay (sandbox + container start) from the profile.
+    // The `slow-container-starts` fault: an overloaded node where every sandbox + container
+    // start takes 35 s more (past the 30 s p50 that upstream's density case allows).
+    let mut start_delay = kl.cfg.profile.start(kl.cfg.os);
+    if kl.net.faults().is_on("slow-container-starts") {
+        start_delay += Duration::from_secs(35);
+    }
+    if !sleep_or(start_delay, &rt.halted).await {
+        return Err(StartFailure::Waiting {
+            reason: "ContainerCreating",
+            message: "pod is being deleted".into(),
+        });
+    }
+    let logs = Arc::new(LogBuffer::default());
+    let usage = Arc::new(Usage::default());
+    with_ctr(rt, init, idx, |ct| {
+        ct.container_id = Some(format!("containerd://{cid}"));
+        if ct.restart_count > 0 || ct.last.is_some() {
+            ct.prev_logs = Some(ct.logs.clone());
+        }
+        ct.logs = logs.clone();
+        ct.usage = usage.clone();
+        ct.base_memory = base_memory(&img);
+        // CPU counters belong to one container instance, and starting its process already
+        // costs CPU time, so even an idle container reports usageCoreNanoSeconds > 0 from its
+        // first stats read on.
+        ct.cpu_ns = Arc::new(AtomicU64::new(startup_cpu_ns(kl.cfg.os)));
+        ct.cpu_rate = Arc::new(AtomicU64::new(0));
+    });
+    kl.pod_event(
+        rt,
+        field,
+        "Normal",
+        "Created",
+        &format!("Created container: {}", c.name),
+    );
+    if windows_user_unknown {
+        return Err(StartFailure::StartError(format!(
+            "failed to create containerd task: failed to create shim task: hcs::System::CreateProcess {cid}: The user name or password is incorrect.: unknown (runAsUserName {user:?})"
+        )));
+    }
+    let Some(a0) = argv0.first().cloned() else {
+        return Err(StartFailure::StartError(
+            "failed to create containerd task: no command specified".into(),
+        ));
+    };
+    if programs::find(&a0, &img).is_none() {
+        return Err(StartFailure::StartError(programs::not_found_message(&a0, &img)));
+    }
+    let stop = CancellationToken::new();
+    let kill = CancellationToken::new();
+    // A runtime with the `logs-lost` fault never records container output.
+    let out = {
+        let logs = logs.clone();
+        let lost = kl.net.faults().is_on("logs-lost");
+        Output::new(move |s, d| {
+            if !lost {
+                logs.write(s, d)
+            }
+        })
+    };
+    let cwd = c.working_dir.clone().unwrap_or_else(|| "/".into());
+    let ctx = Ctx {
+        pod: Arc::new(PodInfo {
+            name: rt.name.clone(),
+            namespace: rt.namespace.clone(),
+            uid: rt.uid.clone(),
+            hostname: hostname.clone(),
+            ip,
+            node: kl.cfg.name.clone(),
+            node_ip: kl.node_ip(),
+            os: kl.cfg.os,
+            dns: dns.clone(),
+        }),
+        container: c.name.clone(),
+        image: img.clone(),
+        env,
+        fs,
+        net: kl.net.clone(),
+        out,
+        cancel: stop.clone(),
+        usage: usage.clone(),
+        user,
+        cwd,
+    };
+    let started_at = jiff::Timestamp::now();
+    let mut task = tokio::spawn(programs::run(ctx.clone(), argv0, None));
+    // The process runs (exec and termination can reach it), but as in the kubelet the container
+    // is reported Running only once its postStart hook has returned (the pod worker is blocked
+    // in the hook until then).
+    with_ctr(rt, init, idx, |ct| {
+        ct.exec = Some(ctx.clone());
+        ct.run_stop = Some(stop.clone());
+        ct.run_kill = Some(kill.clone());
+        ct.ready = false;
+    });
+    kl.pod_event(rt, field, "Normal", "Started", &format!("Started container {}", c.name));
+    // postStart hook (a kubelet with the `hooks-ignored` fault never runs it).
+    if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.clone())
+        && !kl.net.faults().is_on("hooks-ignored")
+        && let Err(msg) = run_handler(kl, &ctx, &h, c).await
+    {
+        kl.pod_event(rt, field, "Warning", "FailedPostStartHook", &msg);
+        kl.pod_event(
+            rt,
+            field,
+            "Normal",
+            "Killing",
+            &format!("FailedPostStartHook: Stopping container {}", c.name),
+        );
+        stop.cancel();
+    }
+    let probes_ignored = kl.net.faults().is_on("probes-ignored");
+    with_ctr(rt, init, idx, |ct| {
+        ct.state = CState::Running { started_at };
+        ct.started = c.startup_probe.is_none() || probes_ignored;
+        ct.ready = !init && (probes_ignored || (c.readiness_probe.is_none() && c.startup_probe.is_none()));
+    });
+    rt.touch();
+    let probes = CancellationToken::new();
+    if !init && !probes_ignored {
+        spawn_probes(
+            kl.clone(),
+            rt.clone(),
+            c.clone(),
+            idx,
+            ctx.clone(),
+            probes.clone(),
+            stop.clone(),
+        );
+    }
+    let code = tokio::select! {
+        r = &mut task => r.unwrap_or(1),
+        _ = kill.cancelled() => {
+            task.abort();
+            137
+        }
+    };
+    probes.cancel();
+    let code = if code == programs::terminated_code(kl.cfg.os) && kill.is_cancelled() {
+        137
+    } else {
+        code
+    };
+    logs.close();
+    let finished = jiff::Timestamp::now();
+    let message = termination_message(kl, &ctx, c, code, &logs);
+    // A runtime with the `exit-codes-lost` fault reports every exit as a clean one.
+    let code = if kl.net.faults().is_on("exit-codes-lost") {
+        0
+    } else {
+        code
+    };
+    with_ctr(rt, init, idx, |ct| {
+        ct.state = CState::Terminated {
+            exit_code: code,
+            reason: if code == 0 { "Completed".into() } else { "Error".into() },
+            message,
+            started_at: Some(started_at),
+            finished_at: finished,
+            container_id: format!("containerd://{cid}"),
+        };
+        ct.ready = false;
+        ct.exec = None;
+        ct.run_stop = None;
+        ct.run_kill = None;
+    });
+    rt.touch();
+    Ok(code)
+}
+
+/// The kubelet's cap on a termination message read from the file (4096 bytes).
+const MAX_TERMINATION_MESSAGE_BYTES: usize = 4096;
+/// How much log tail `FallbackToLogsOnError` uses: the last 80 lines, at most 2048 bytes.
+const FALLBACK_LOG_LINES: usize = 80;
+const FALLBACK_LOG_BYTES: usize = 2048;
+
+/// The `state.terminated.message` of a finished run, as the kubelet fills it: the contents of
+/// `terminationMessagePath` (default `/dev/termination-log`), or — under
+/// `terminationMessagePolicy: FallbackToLogsOnError`, when that file is empty and the container
+/// failed — the tail of its log. A kubelet with the `termination-message-lost` fault reports none.
+fn termination_message(kl: &Kubelet, ctx: &Ctx, c: &Container, code: i32, logs: &LogBuffer) -> Option<String> {
+    if kl.net.faults().is_on("termination-message-lost") {
+        return None;
+    }
+    let path = c
+        .termination_message_path
+        .clone()
+        .unwrap_or_else(|| "/dev/termination-log".into());
+    let mut from_file = ctx.fs.read(&path).unwrap_or_default();
+    from_file.truncate(MAX_TERMINATION_MESSAGE_BYTES);
+    if !from_file.is_empty() {
+        return Some(String::from_utf8_lossy(&from_file).into_owned());
+    }
+    let any_exit = kl.net.faults().is_on("fallback-to-logs-always");
+    if (code == 0 && !any_exit) || c.termination_message_policy.as_deref() != Some("FallbackToLogsOnError") {
+        return None;
+    }
+    let text = log_text(&logs.since(0), false);
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(FALLBACK_LOG_LINES)..].join("\n");
+    let mut start = tail.len().saturating_sub(FALLBACK_LOG_BYTES);
+    while !tail.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = &tail[start..];
+    (!tail.is_empty()).then(|| tail.to_string())
+}
+
+fn mounts_with_defaults(m: Vec<Mount>) -> Vec<Mount> {
+    m
+}
+
+/// CPU time a container's process start takes, in nanoseconds: a Windows container's start
+/// (its own session, services and the entrypoint) costs tens of milliseconds of CPU, a Linux
+/// one a few.
+fn startup_cpu_ns(os: Os) -> u64 {
+    let ms = match os {
+        Os::Windows => rand::random_range(30..80),
+        Os::Linux => rand::random_range(3..12),
+    };
+    ms * 1_000_000
+}
+
+fn base_memory(img: &Image) -> u64 {
+    let win = img.platform.os() == Os::Windows;
+    let base: u64 = if img.has(registry::Tool::Pause) {
+        1 << 20
+    } else {
+        6 << 20
+    };
+    if win { base + (20 << 20) } else { base }
+}
+
+/// Writes the files the runtime puts into a container: `/etc/hosts` and `/etc/resolv.conf` on
+/// Linux (the kubelet manages them), the default hosts file on Windows (not managed).
+fn seed_rootfs(kl: &Kubelet, rootfs: &std::path::Path, pod: &Pod, hostname: &str, ip: Ipv4Addr, dns: Option<&PodDns>) {
+    let write = |rel: &str, data: String| {
+        let p = rootfs.join(rel);
+        if let Some(parent) = p.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        if let Err(e) = std::fs::write(&p, data) {
+            warn!(path = %p.display(), error = %e, "seeding container file failed");
+        }
+    };
+    match kl.cfg.os {
+        Os::Linux => {
+            let mut hosts = String::from(
+                "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+            );
+            let spec = pod.spec.clone().unwrap_or_default();
+            let fqdn = match (&spec.subdomain, &pod.metadata.namespace) {
+                (Some(sd), Some(ns)) => format!("{hostname}.{sd}.{ns}.svc.cluster.local\t"),
+                _ => String::new(),
+            };
+            hosts.push_str(&format!("{ip}\t{fqdn}{hostname}\n"));
+            for ha in spec.host_aliases.iter().flatten() {
+                hosts.push_str(&format!(
+                    "\n# Entries added by HostAliases.\n{}\t{}\n",
+                    ha.ip,
+                    ha.hostnames.clone().unwrap_or_default().join("\t")
+                ));
+            }
+            write("etc/hosts", hosts);
+            if let Some(d) = dns {
+                let mut r = String::new();
+                if !d.searches.is_empty() {
+                    r.push_str(&format!("search {}\n", d.searches.join(" ")));
+                }
+                for ns in &d.nameservers {
+                    r.push_str(&format!("nameserver {ns}\n"));
+                }
+                r.push_str(&format!("options ndots:{}\n", d.ndots));
+                write("etc/resolv.conf", r);
+            }
+            write("etc/hostname", format!("{hostname}\n"));
+        }
+        Os::Windows => {
+            write(
+                "windows/system32/drivers/etc/hosts",
+                "# Copyright (c) 1993-2009 Microsoft Corp.\r\n#\r\n# This is a sample HOSTS file used by Microsoft TCP/IP for Windows.\r\n".into(),
+            );
+        }
+    }
+}

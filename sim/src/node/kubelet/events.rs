@@ -1,0 +1,120 @@
+//! Events the kubelet records for its Node and its pods, correlated as the kubelet's event
+//! correlator does (a repeat bumps `count`). Separate because every other part reports
+//! through it.
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Api;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use tracing::debug;
+
+use super::{Kubelet, PodRt};
+
+impl Kubelet {
+    pub(super) fn node_event(&self, type_: &str, reason: &str, message: &str) {
+        let obj = ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(self.cfg.name.clone()),
+            uid: Some(self.cfg.name.clone()),
+            api_version: Some("v1".into()),
+            ..Default::default()
+        };
+        self.emit("default", obj, type_, reason, message);
+    }
+
+    fn emit(&self, ns: &str, obj: ObjectReference, type_: &str, reason: &str, message: &str) {
+        let now = jiff::Timestamp::now();
+        let base = obj.name.clone().unwrap_or_default();
+        let key = format!(
+            "{ns}\0{}\0{}\0{reason}\0{message}",
+            obj.uid.clone().unwrap_or_default(),
+            obj.field_path.clone().unwrap_or_default()
+        );
+        let api: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        let (name, repeat) = {
+            let mut seen = self.events.lock().expect("events lock");
+            match seen.get_mut(&key) {
+                Some((name, count)) => {
+                    *count += 1;
+                    (name.clone(), Some(*count))
+                }
+                None => {
+                    // Upstream names events `<object>.<hex nanoseconds>`, so a listing in name
+                    // order (what `kubectl describe` shows) is in time order; strictly increasing
+                    // here so two events in one nanosecond cannot collide.
+                    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                    let nanos = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64);
+                    let stamp = LAST
+                        .fetch_update(
+                            std::sync::atomic::Ordering::SeqCst,
+                            std::sync::atomic::Ordering::SeqCst,
+                            |last| Some(nanos.max(last + 1)),
+                        )
+                        .map_or(nanos, |last| nanos.max(last + 1));
+                    let name = format!("{base}.{stamp:x}");
+                    seen.insert(key, (name.clone(), 1));
+                    (name, None)
+                }
+            }
+        };
+        if let Some(count) = repeat {
+            let patch = serde_json::json!({"count": count, "lastTimestamp": Time(now)});
+            tokio::spawn(async move {
+                if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                    debug!(error = %e, %name, "event count not updated");
+                }
+            });
+            return;
+        }
+        let ev = Event {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(ns.into()),
+                ..Default::default()
+            },
+            involved_object: obj,
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            type_: Some(type_.into()),
+            source: Some(EventSource {
+                component: Some("kubelet".into()),
+                host: Some(self.cfg.name.clone()),
+            }),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            count: Some(1),
+            reporting_component: Some("kubelet".into()),
+            reporting_instance: Some(self.cfg.name.clone()),
+            ..Default::default()
+        };
+        let reason = reason.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = api.create(&PostParams::default(), &ev).await {
+                debug!(error = %e, %reason, "event not recorded");
+            }
+        });
+    }
+
+    pub(super) fn pod_event(
+        &self,
+        rt: &PodRt,
+        container: Option<(&str, bool)>,
+        type_: &str,
+        reason: &str,
+        message: &str,
+    ) {
+        let obj = ObjectReference {
+            kind: Some("Pod".into()),
+            name: Some(rt.name.clone()),
+            namespace: Some(rt.namespace.clone()),
+            uid: Some(rt.uid.clone()),
+            api_version: Some("v1".into()),
+            field_path: container
+                .map(|(c, init)| format!("spec.{}{{{c}}}", if init { "initContainers" } else { "containers" })),
+            ..Default::default()
+        };
+        self.emit(&rt.namespace, obj, type_, reason, message);
+    }
+}

@@ -1,0 +1,118 @@
+//! What the kubelet server asks of the kubelet: `exec` into a container, container logs and
+//! the pod list. Separate because it serves the HTTPS endpoints, not the pod lifecycle.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::node::programs::{self, Ctx, Output, Stream};
+use crate::node::runtime::{self, LogBuffer};
+use crossconf_model::os::Os;
+
+use super::Kubelet;
+
+/// Errors of `exec` into a container.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// No such pod on this node.
+    #[error("pod {0} not found")]
+    PodNotFound(String),
+    /// No such container, or it is not running.
+    #[error("container {container} is not valid for pod {pod}")]
+    ContainerNotRunning {
+        /// The pod.
+        pod: String,
+        /// The container.
+        container: String,
+    },
+    /// The command is not in the image.
+    #[error("{0}")]
+    NotFound(String),
+}
+
+impl Kubelet {
+    /// Runs `argv` in a running container, streaming output into `out`; returns the exit code.
+    pub(crate) async fn exec(
+        &self,
+        ns: &str,
+        pod: &str,
+        container: &str,
+        argv: Vec<String>,
+        stdin: Option<Vec<u8>>,
+        out: Output,
+    ) -> Result<i32, ExecError> {
+        let rt = self
+            .find_pod(ns, pod)
+            .ok_or_else(|| ExecError::PodNotFound(format!("{ns}/{pod}")))?;
+        let ctx = {
+            let st = rt.state.lock().expect("state lock");
+            let c = st
+                .main
+                .iter()
+                .chain(st.init.iter())
+                .find(|c| c.name == container || container.is_empty());
+            c.and_then(|c| c.exec.clone())
+        }
+        .ok_or_else(|| ExecError::ContainerNotRunning {
+            pod: pod.into(),
+            container: container.into(),
+        })?;
+        if self.net.faults().is_on("exec-broken") {
+            return Err(ExecError::NotFound("rpc error: code = Unknown desc = failed to exec in container: the runtime's exec is broken (exec-broken fault)".into()));
+        }
+        let a0 = argv.first().cloned().unwrap_or_default();
+        if programs::find(&a0, &ctx.image).is_none() {
+            let msg = match self.cfg.os {
+                Os::Linux => format!(
+                    "OCI runtime exec failed: exec failed: unable to start container process: exec: \"{a0}\": executable file not found in $PATH: unknown (the simulator emulates no program {a0:?} in image {})",
+                    ctx.image.name
+                ),
+                Os::Windows => format!(
+                    "hcs::System::CreateProcess: The system cannot find the file specified.: unknown (the simulator emulates no program {a0:?} in image {})",
+                    ctx.image.name
+                ),
+            };
+            return Err(ExecError::NotFound(msg));
+        }
+        let sub = Ctx {
+            out,
+            cancel: ctx.cancel.child_token(),
+            ..ctx
+        };
+        Ok(programs::run(sub, argv, stdin).await)
+    }
+
+    /// The log of a container (the previous run's with `previous`).
+    pub(crate) fn logs(&self, ns: &str, pod: &str, container: &str, previous: bool) -> Option<Arc<LogBuffer>> {
+        let rt = self.find_pod(ns, pod)?;
+        let st = rt.state.lock().expect("state lock");
+        let c = if container.is_empty() {
+            st.main.first()
+        } else {
+            st.main.iter().chain(st.init.iter()).find(|c| c.name == container)
+        }?;
+        if previous {
+            c.prev_logs.clone()
+        } else {
+            Some(c.logs.clone())
+        }
+    }
+
+    /// The pods on this node, as `/pods` lists them.
+    pub(crate) fn pod_list(&self) -> Vec<Pod> {
+        self.pods.lock().expect("pods lock").values().map(|p| p.pod()).collect()
+    }
+}
+
+/// Writes a log to `out` (used by tests and the `/containerLogs` endpoint).
+pub(crate) fn log_text(lines: &[runtime::LogLine], timestamps: bool) -> Vec<u8> {
+    let mut v = Vec::new();
+    for l in lines {
+        if timestamps {
+            v.extend_from_slice(format!("{} ", l.ts.strftime("%Y-%m-%dT%H:%M:%S%.9fZ")).as_bytes());
+        }
+        v.extend_from_slice(&l.data);
+        let _ = l.stream == Stream::Stderr;
+    }
+    v
+}

@@ -1,0 +1,385 @@
+//! The pod sync loop: the watch on pods bound to this node and each pod's worker task
+//! (sandbox with the Windows hostNetwork rule, pod IP, volume setup, init containers in order,
+//! then the app containers), the active deadline, and cleanup when the pod goes. Separate
+//! from the per-container supervisor, which it starts.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, Preconditions};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::node::dns::PodDns;
+use crate::node::fs::PodVolumes;
+use crossconf_model::os::Os;
+
+use super::restart::supervise;
+use super::status::status_writer;
+use super::termination::terminate;
+use super::volumes::{pod_fields, volume_resync};
+use super::{Ctr, Kubelet, PodRt, PodState, sleep_or};
+
+pub(super) async fn pod_watch(kl: Arc<Kubelet>) {
+    let api: Api<Pod> = Api::all(kl.client.clone());
+    let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", kl.cfg.name));
+    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    loop {
+        let ev = tokio::select! {
+            _ = kl.cancel.cancelled() => break,
+            ev = stream.next() => match ev { Some(e) => e, None => break },
+        };
+        match ev {
+            Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => on_pod(&kl, p),
+            Ok(watcher::Event::Delete(p)) => {
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                if let Some(rt) = kl.pods.lock().expect("pods lock").remove(&uid) {
+                    rt.deleting.cancel();
+                    rt.gone.cancel();
+                }
+            }
+            Ok(_) => {}
+            Err(e) => warn!(node = %kl.cfg.name, error = %e, "pod watch error"),
+        }
+    }
+    // The kubelet stops: stop every pod's programs.
+    for rt in kl.pods.lock().expect("pods lock").values() {
+        rt.gone.cancel();
+    }
+}
+
+fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
+    if p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(kl.cfg.name.as_str()) {
+        return;
+    }
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    let deleting = p.metadata.deletion_timestamp.is_some();
+    let mut pods = kl.pods.lock().expect("pods lock");
+    // A kubelet with the `termination-stuck` fault never acts on a pod's deletion: its
+    // containers keep running and the pod stays Terminating (a hung kubelet or runtime).
+    let deleting = deleting && !kl.net.faults().is_on("termination-stuck");
+    if let Some(rt) = pods.get(&uid) {
+        *rt.pod.lock().expect("pod lock") = p;
+        if deleting {
+            rt.deleting.cancel();
+        }
+        return;
+    }
+    let spec = p.spec.clone().unwrap_or_default();
+    let deleting_token = CancellationToken::new();
+    let rt = Arc::new(PodRt {
+        uid: uid.clone(),
+        name: p.metadata.name.clone().unwrap_or_default(),
+        namespace: p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        state: Mutex::new(PodState {
+            init: spec
+                .init_containers
+                .iter()
+                .flatten()
+                .map(|c| Ctr::new(c, true))
+                .collect(),
+            main: spec.containers.iter().map(|c| Ctr::new(c, false)).collect(),
+            ..Default::default()
+        }),
+        pod: Mutex::new(p),
+        dirty: Notify::new(),
+        halted: deleting_token.child_token(),
+        deleting: deleting_token,
+        gone: CancellationToken::new(),
+    });
+    if deleting {
+        rt.deleting.cancel();
+    }
+    pods.insert(uid, rt.clone());
+    tokio::spawn(pod_worker(kl.clone(), rt));
+}
+
+async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
+    let writer = tokio::spawn(status_writer(kl.clone(), rt.clone()));
+    rt.touch();
+    let runner = {
+        let (kl, rt) = (kl.clone(), rt.clone());
+        tokio::spawn(async move { run_pod(&kl, &rt).await })
+    };
+    let runner_abort = runner.abort_handle();
+    // The pod runs until it is terminal or deleted; then everything stops and the pod goes.
+    // A pod past its activeDeadlineSeconds is failed and its containers are stopped, but the
+    // pod object stays (Failed, DeadlineExceeded) until it is deleted.
+    tokio::select! {
+        _ = rt.deleting.cancelled() => {}
+        _ = kl.cancel.cancelled() => {}
+        _ = active_deadline(&kl, &rt) => {
+            terminate(&kl, &rt).await;
+            rt.touch();
+            tokio::select! {
+                _ = rt.deleting.cancelled() => {}
+                _ = kl.cancel.cancelled() => {}
+            }
+        }
+        _ = runner => tokio::select! {
+            _ = rt.deleting.cancelled() => {}
+            _ = kl.cancel.cancelled() => {}
+        },
+    }
+    // The node is going away (the simulated cluster stops): no container may start again, and
+    // `terminate` kills at once, so no pod program outlives its cluster holding its sockets.
+    if kl.cancel.is_cancelled() {
+        rt.halted.cancel();
+    }
+    terminate(&kl, &rt).await;
+    runner_abort.abort();
+    rt.touch();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let ip_index = rt.state.lock().expect("state lock").ip_index.take();
+    if let Some(n) = ip_index {
+        kl.release_ip(n);
+    }
+    if !rt.gone.is_cancelled() && !kl.cancel.is_cancelled() {
+        let api: Api<Pod> = Api::namespaced(kl.client.clone(), &rt.namespace);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(rt.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        if let Err(e) = api.delete(&rt.name, &dp).await {
+            debug!(pod = %rt.name, error = %e, "final pod delete failed");
+        }
+    }
+    rt.gone.cancel();
+    writer.abort();
+    kl.pods.lock().expect("pods lock").remove(&rt.uid);
+    kl.events
+        .lock()
+        .expect("events lock")
+        .retain(|k, _| !k.contains(&rt.uid));
+    let dir = kl.cfg.root_dir.join("pods").join(&rt.uid);
+    if let Err(e) = std::fs::remove_dir_all(&dir) {
+        debug!(dir = %dir.display(), error = %e, "pod directory not removed");
+    }
+}
+
+/// Returns once the pod has been active on the node longer than its `activeDeadlineSeconds`
+/// (read afresh from every pod update, since the field may be set or lowered on a running
+/// pod), after marking it Failed with reason DeadlineExceeded and halting its containers, as
+/// the kubelet's active-deadline handler does. Never returns under the `deadline-ignored` fault.
+async fn active_deadline(kl: &Kubelet, rt: &PodRt) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if kl.net.faults().is_on("deadline-ignored") {
+            continue;
+        }
+        let Some(limit) = rt
+            .pod()
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+        else {
+            continue;
+        };
+        let Some(start) = rt.state.lock().expect("state lock").start_time else {
+            continue;
+        };
+        let active = jiff::Timestamp::now().duration_since(start);
+        if active.as_secs_f64() < limit as f64 {
+            continue;
+        }
+        let msg = "Pod was active on the node longer than the specified deadline";
+        {
+            let mut st = rt.state.lock().expect("state lock");
+            if st.failed.is_none() {
+                st.failed = Some(("DeadlineExceeded".into(), msg.into()));
+            }
+        }
+        kl.pod_event(rt, None, "Normal", "DeadlineExceeded", msg);
+        rt.halted.cancel();
+        rt.touch();
+        return;
+    }
+}
+
+/// Why a sandbox cannot be created on this node, if it cannot.
+fn sandbox_error(os: Os, pod: &Pod, host_network_allowed: bool) -> Option<String> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let host_process = spec
+        .security_context
+        .as_ref()
+        .and_then(|s| s.windows_options.as_ref())
+        .and_then(|w| w.host_process)
+        .unwrap_or(false);
+    // Windows: hostNetwork needs a HostProcess pod (source: "Windows containers in Kubernetes",
+    // networking limitations; HostProcess pods may use it since 1.26, today's behaviour).
+    if spec.host_network.unwrap_or(false) && !os.supports_host_network() && !host_process && !host_network_allowed {
+        return Some("hostNetwork is not supported for non-HostProcess pods on Windows nodes".into());
+    }
+    if host_process {
+        return Some("HostProcess containers are not supported by the simulated Windows runtime".into());
+    }
+    None
+}
+
+async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
+    let pod = rt.pod();
+    // Sandbox.
+    let sandbox_id = format!("{:064x}", rand::random::<u128>());
+    let mut n = 0;
+    loop {
+        if rt.halted.is_cancelled() {
+            return;
+        }
+        let pod = rt.pod();
+        let err = sandbox_error(kl.cfg.os, &pod, kl.net.faults().is_on("host-network-allowed")).or_else(|| {
+            match PodDns::for_pod(&pod, kl.cfg.os, kl.cfg.block) {
+                Err(e @ crate::node::dns::DnsConfigError::Unsupported { .. }) => Some(e.to_string()),
+                _ => None,
+            }
+        });
+        let Some(msg) = err else { break };
+        kl.pod_event(
+            rt,
+            None,
+            "Warning",
+            "FailedCreatePodSandBox",
+            &format!("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox \"{sandbox_id}\": {msg}"),
+        );
+        rt.touch();
+        if !sleep_or(kl.cfg.profile.backoff(n).max(Duration::from_millis(200)), &rt.halted).await {
+            return;
+        }
+        n += 1;
+    }
+    // A hostNetwork pod shares its node's network namespace: its IP is the node's, and its
+    // programs listen on the node's address (a port already taken there fails to bind, as on a
+    // real node). Other pods take an address from the node's pod range.
+    let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+    let (ip_index, ip) = if host_network {
+        (None, kl.node_ip())
+    } else {
+        let Some((n, ip)) = kl.alloc_ip() else {
+            kl.pod_event(
+                rt,
+                None,
+                "Warning",
+                "FailedCreatePodSandBox",
+                "Failed to create pod sandbox: the node's pod address range is exhausted",
+            );
+            return;
+        };
+        (Some(n), ip)
+    };
+    {
+        let mut st = rt.state.lock().expect("state lock");
+        st.ip = Some(ip);
+        st.ip_index = ip_index;
+        st.start_time = Some(jiff::Timestamp::now());
+        st.sandbox_ready = true;
+        st.dns = Some(PodDns::for_pod(&pod, kl.cfg.os, kl.cfg.block).map_err(|e| e.to_string()));
+    }
+    rt.touch();
+    // Volumes.
+    let pod_dir = kl.cfg.root_dir.join("pods").join(&rt.uid);
+    let host_root = kl.cfg.root_dir.join("host");
+    let mut n = 0;
+    loop {
+        let fields = pod_fields(kl, &rt.pod(), ip);
+        let pod = rt.pod();
+        let setup = PodVolumes::setup(
+            &kl.client,
+            &pod,
+            kl.cfg.os,
+            &pod_dir,
+            &host_root,
+            &fields,
+            kl.net.faults(),
+        );
+        match setup.await {
+            Ok(v) => {
+                rt.state.lock().expect("state lock").volumes = Some(v);
+                tokio::spawn(volume_resync(kl.clone(), rt.clone(), pod_dir.clone(), ip));
+                break;
+            }
+            Err(e) => {
+                kl.pod_event(rt, None, "Warning", "FailedMount", &e.to_string());
+                if !sleep_or(kl.cfg.profile.backoff(n).max(Duration::from_millis(200)), &rt.halted).await {
+                    return;
+                }
+                n += 1;
+            }
+        }
+    }
+    // Init containers, in order.
+    let inits = pod.spec.clone().unwrap_or_default().init_containers.unwrap_or_default();
+    let policy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.clone())
+        .unwrap_or_else(|| "Always".into());
+    // A kubelet with the `init-containers-skipped` fault starts the app containers at once.
+    let skip_inits = kl.net.faults().is_on("init-containers-skipped");
+    for (i, c) in inits.iter().enumerate() {
+        if skip_inits {
+            break;
+        }
+        let sidecar = c.restart_policy.as_deref() == Some("Always");
+        if sidecar {
+            tokio::spawn(supervise(kl.clone(), rt.clone(), c.clone(), true, i, "Always".into()));
+            continue;
+        }
+        let ok = supervise(
+            kl.clone(),
+            rt.clone(),
+            c.clone(),
+            true,
+            i,
+            if policy == "Never" {
+                "Never".into()
+            } else {
+                "OnFailure".into()
+            },
+        )
+        .await;
+        if !ok {
+            return;
+        }
+    }
+    rt.state.lock().expect("state lock").init_done = true;
+    rt.touch();
+    let mains = pod.spec.clone().unwrap_or_default().containers;
+    let handles: Vec<_> = mains
+        .iter()
+        .enumerate()
+        .map(|(i, c)| tokio::spawn(supervise(kl.clone(), rt.clone(), c.clone(), false, i, policy.clone())))
+        .collect();
+    for h in handles {
+        let _ = h.await;
+    }
+    rt.touch();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    #[test]
+    fn windows_refuses_host_network_sandboxes() {
+        let pod = Pod {
+            spec: Some(PodSpec {
+                host_network: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(sandbox_error(Os::Windows, &pod, false).unwrap().contains("hostNetwork"));
+        assert!(sandbox_error(Os::Windows, &pod, true).is_none());
+        assert!(sandbox_error(Os::Linux, &pod, false).is_none());
+    }
+}

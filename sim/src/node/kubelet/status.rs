@@ -1,0 +1,235 @@
+//! The pod status: computing `status` (phase, conditions, container statuses, IPs, QoS
+//! class) from the runtime state and writing it whenever the pod changes. Separate because it
+//! is a pure view of the state every other part updates.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodIP};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use tracing::debug;
+
+use crate::node::runtime::CState;
+
+use super::{Ctr, Kubelet, PodRt};
+
+/// Computes the pod status from the runtime state.
+fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
+    let pod = rt.pod();
+    let spec = pod.spec.clone().unwrap_or_default();
+    let policy = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
+    let mut st = rt.state.lock().expect("state lock");
+    let cs = |c: &Ctr| ContainerStatus {
+        name: c.name.clone(),
+        image: c.image.clone(),
+        image_id: c.image_id.clone().unwrap_or_default(),
+        container_id: c.container_id.clone(),
+        ready: c.ready,
+        restart_count: c.restart_count as i32,
+        started: Some(c.started && c.state.is_running()),
+        state: Some(c.state.to_api()),
+        last_state: Some(c.last.as_ref().map(CState::to_api).unwrap_or_default()),
+        ..Default::default()
+    };
+    let init_statuses: Vec<ContainerStatus> = st.init.iter().map(cs).collect();
+    let statuses: Vec<ContainerStatus> = st.main.iter().map(cs).collect();
+    let terminal = |c: &Ctr| match &c.state {
+        CState::Terminated { exit_code, .. } => match policy.as_str() {
+            "Always" => false,
+            "OnFailure" => *exit_code == 0,
+            _ => true,
+        },
+        _ => false,
+    };
+    let all_terminal = !st.main.is_empty() && st.main.iter().all(terminal);
+    let any_started = st.main.iter().any(|c| c.container_id.is_some() || c.restart_count > 0);
+    let phase = if st.failed.is_some() {
+        "Failed"
+    } else if !st.init_done {
+        "Pending"
+    } else if all_terminal {
+        if st
+            .main
+            .iter()
+            .all(|c| matches!(c.state, CState::Terminated { exit_code: 0, .. }))
+        {
+            "Succeeded"
+        } else {
+            "Failed"
+        }
+    } else if any_started
+        && st
+            .main
+            .iter()
+            .any(|c| c.state.is_running() || c.last.is_some() || matches!(c.state, CState::Terminated { .. }))
+    {
+        "Running"
+    } else {
+        "Pending"
+    };
+    let completed = phase == "Succeeded" || phase == "Failed";
+    let unready: Vec<String> = st.main.iter().filter(|c| !c.ready).map(|c| c.name.clone()).collect();
+    let uninit: Vec<String> = if st.init_done {
+        vec![]
+    } else {
+        st.init
+            .iter()
+            .filter(|c| !matches!(c.state, CState::Terminated { exit_code: 0, .. }))
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    let now = jiff::Timestamp::now();
+    let sandbox_ready = st.sandbox_ready;
+    let init_done = st.init_done;
+    let mut set = |t: &'static str, ok: bool, reason: Option<String>, msg: Option<String>| {
+        let e = st.conditions.entry(t).or_insert((ok, now, reason.clone(), msg.clone()));
+        if e.0 != ok {
+            *e = (ok, now, reason, msg);
+        } else {
+            e.2 = reason;
+            e.3 = msg;
+        }
+    };
+    set("PodReadyToStartContainers", sandbox_ready, None, None);
+    let init_ok = uninit.is_empty();
+    set(
+        "Initialized",
+        init_ok,
+        (!init_ok).then(|| "ContainersNotInitialized".to_string()),
+        (!init_ok).then(|| format!("containers with incomplete status: [{}]", uninit.join(" "))),
+    );
+    let ready = unready.is_empty() && !completed && init_done;
+    let (reason, msg) = if completed {
+        (Some("PodCompleted".to_string()), None)
+    } else if !ready {
+        (
+            Some("ContainersNotReady".to_string()),
+            Some(format!("containers with unready status: [{}]", unready.join(" "))),
+        )
+    } else {
+        (None, None)
+    };
+    set("ContainersReady", ready, reason.clone(), msg.clone());
+    set("Ready", ready, reason, msg);
+    set("PodScheduled", true, None, None);
+    let conditions: Vec<PodCondition> = st
+        .conditions
+        .iter()
+        .map(|(t, (ok, at, reason, msg))| PodCondition {
+            type_: (*t).to_string(),
+            status: if *ok { "True" } else { "False" }.into(),
+            last_transition_time: Some(Time(*at)),
+            reason: reason.clone(),
+            message: msg.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let mut status = serde_json::json!({
+        "phase": phase,
+        "conditions": conditions,
+        "hostIP": kl.node_ip().to_string(),
+        "hostIPs": [{"ip": kl.node_ip().to_string()}],
+        "containerStatuses": statuses,
+        "qosClass": qos_class(&pod),
+    });
+    // A kubelet with the `host-ip-unreported` fault (no usable --node-ip) reports no host IP.
+    if kl.net.faults().is_on("host-ip-unreported") {
+        status["hostIP"] = serde_json::Value::Null;
+        status["hostIPs"] = serde_json::Value::Null;
+    }
+    if !init_statuses.is_empty() {
+        status["initContainerStatuses"] = serde_json::to_value(&init_statuses).unwrap_or_default();
+    }
+    if let Some(ip) = st.ip {
+        status["podIP"] = ip.to_string().into();
+        status["podIPs"] = serde_json::to_value(vec![PodIP { ip: ip.to_string() }]).unwrap_or_default();
+    }
+    if let Some(t) = st.start_time {
+        status["startTime"] = serde_json::to_value(Time(t)).unwrap_or_default();
+    }
+    if let Some((reason, msg)) = &st.failed {
+        status["reason"] = reason.clone().into();
+        status["message"] = msg.clone().into();
+    }
+    status
+}
+
+fn qos_class(pod: &Pod) -> &'static str {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &spec.containers {
+        let r = c.resources.clone().unwrap_or_default();
+        let (l, q) = (r.limits.unwrap_or_default(), r.requests.unwrap_or_default());
+        if !l.is_empty() || !q.is_empty() {
+            any = true;
+        }
+        for k in ["cpu", "memory"] {
+            match (l.get(k), q.get(k)) {
+                (Some(a), Some(b)) if a != b => guaranteed = false,
+                (None, _) => guaranteed = false,
+                _ => {}
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+pub(super) async fn status_writer(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
+    let api: Api<Pod> = Api::namespaced(kl.client.clone(), &rt.namespace);
+    let mut last = serde_json::Value::Null;
+    loop {
+        tokio::select! {
+            _ = rt.dirty.notified() => {}
+            _ = rt.gone.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let status = build_status(&kl, &rt);
+        if status == last {
+            continue;
+        }
+        match api
+            .patch_status(
+                &rt.name,
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({ "status": status })),
+            )
+            .await
+        {
+            Ok(_) => last = status,
+            Err(kube::Error::Api(s)) if s.code == 404 => return,
+            Err(e) => {
+                debug!(pod = %rt.name, error = %e, "pod status update failed");
+                rt.touch();
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+    #[test]
+    fn qos_classes() {
+        let pod = Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container::default()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(qos_class(&pod), "BestEffort");
+    }
+}

@@ -1,0 +1,163 @@
+//! Graceful termination: preStop hooks, the stop signal and a kill at the grace deadline.
+//! Separate because it is the one path that ends every container of a pod.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use tokio_util::sync::CancellationToken;
+
+use crate::node::programs::Ctx;
+use crate::node::runtime::CState;
+
+use super::hooks::run_handler;
+use super::{Kubelet, PodRt, with_ctr};
+
+fn grace_of(pod: &Pod) -> Duration {
+    let secs = pod
+        .metadata
+        .deletion_grace_period_seconds
+        .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+        .unwrap_or(30)
+        .max(0);
+    Duration::from_secs(secs as u64)
+}
+
+/// Sends the stop signal, then kills after the pod's grace period.
+pub(super) async fn stop_with_grace(_kl: &Kubelet, rt: &PodRt, idx: usize, stop: &CancellationToken) {
+    stop.cancel();
+    let kill = with_ctr(rt, false, idx, |ct| ct.run_kill.clone());
+    let grace = grace_of(&rt.pod());
+    if let Some(kill) = kill {
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            kill.cancel();
+        });
+    }
+}
+
+/// A running container as termination sees it: (init, index, name, context, stop, kill).
+type RunningCtr = (
+    bool,
+    usize,
+    String,
+    Option<Ctx>,
+    Option<CancellationToken>,
+    Option<CancellationToken>,
+);
+
+/// Graceful termination: preStop hooks, the stop signal, and a kill at the grace deadline.
+pub(super) async fn terminate(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
+    let pod = rt.pod();
+    let grace = if rt.gone.is_cancelled() || kl.cancel.is_cancelled() {
+        Duration::ZERO
+    } else {
+        grace_of(&pod)
+    };
+    let deadline = Instant::now() + grace;
+    let spec = pod.spec.clone().unwrap_or_default();
+    let running: Vec<RunningCtr> = {
+        let st = rt.state.lock().expect("state lock");
+        st.init
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (true, i, c))
+            .chain(st.main.iter().enumerate().map(|(i, c)| (false, i, c)))
+            // A container whose postStart hook is still running is not reported Running yet,
+            // but its process is: it has a stop token.
+            .filter(|(_, _, c)| c.state.is_running() || c.run_stop.is_some())
+            .map(|(init, i, c)| {
+                (
+                    init,
+                    i,
+                    c.name.clone(),
+                    c.exec.clone(),
+                    c.run_stop.clone(),
+                    c.run_kill.clone(),
+                )
+            })
+            .collect()
+    };
+    let mut waits = Vec::new();
+    for (init, _i, name, ctx, stop, kill) in running {
+        kl.pod_event(
+            rt,
+            Some((&name, init)),
+            "Normal",
+            "Killing",
+            &format!("Stopping container {name}"),
+        );
+        let c = spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .find(|c| c.name == name)
+            .cloned();
+        let kl2 = kl.clone();
+        let rt2 = rt.clone();
+        waits.push(tokio::spawn(async move {
+            if let (Some(c), Some(ctx)) = (&c, &ctx)
+                && let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone())
+                && !kl2.net.faults().is_on("hooks-ignored")
+            {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left, run_handler(&kl2, ctx, &h, c)).await {
+                    Ok(Err(msg)) => kl2.pod_event(&rt2, Some((&c.name, init)), "Warning", "FailedPreStopHook", &msg),
+                    Ok(Ok(())) => {}
+                    Err(_) => kl2.pod_event(
+                        &rt2,
+                        Some((&c.name, init)),
+                        "Warning",
+                        "FailedPreStopHook",
+                        "PreStopHook did not finish within the grace period",
+                    ),
+                }
+            }
+            if let Some(s) = stop {
+                s.cancel();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            tokio::time::sleep(left).await;
+            if let Some(k) = kill {
+                k.cancel();
+            }
+        }));
+    }
+    // Wait until every container has exited (or been killed at the deadline).
+    let until = deadline + Duration::from_secs(2);
+    loop {
+        let any_running = {
+            let st = rt.state.lock().expect("state lock");
+            st.init
+                .iter()
+                .chain(st.main.iter())
+                .any(|c| c.state.is_running() || c.run_stop.is_some())
+        };
+        if !any_running || Instant::now() > until {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for w in waits {
+        w.abort();
+    }
+    // Containers that never ran are reported as terminated too, as the kubelet does.
+    let now = jiff::Timestamp::now();
+    let mut guard = rt.state.lock().expect("state lock");
+    let st = &mut *guard;
+    for c in st.init.iter_mut().chain(st.main.iter_mut()) {
+        if let CState::Waiting { .. } = c.state
+            && c.container_id.is_some()
+        {
+            c.state = CState::Terminated {
+                exit_code: 137,
+                reason: "ContainerStatusUnknown".into(),
+                message: Some("The container could not be located when the pod was deleted.".into()),
+                started_at: None,
+                finished_at: now,
+                container_id: c.container_id.clone().unwrap_or_default(),
+            };
+        }
+        c.ready = false;
+    }
+}
