@@ -1,0 +1,107 @@
+//! The read verbs: GET of one object and of a collection, with label and field selectors,
+//! `limit`/`continue` paging and the Table form kubectl asks for.
+
+use axum::http::HeaderMap;
+use axum::response::Response;
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::{Query, json_response, present, scope_ns, stored, target_name};
+use crate::api::error::{ApiError, ApiResult};
+use crate::api::meta;
+use crate::api::registry::ResourceDef;
+use crate::api::route::Target;
+use crate::api::selector::{FieldSelector, LabelSelector};
+use crate::api::state::AppState;
+use crate::api::table;
+
+/// GET of one object.
+pub fn get(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap) -> ApiResult<Response> {
+    let obj = stored(st, t.def, &scope_ns(t)?, &target_name(t)?)?;
+    let obj = present(t.def, obj);
+    if let Some(opts) = table::wants(headers, q.get("includeObject").map(String::as_str)) {
+        return Ok(json_response(200, &table::render(t.def, &[obj], &opts, None), &[]));
+    }
+    Ok(json_response(200, &obj, &[]))
+}
+
+/// The selectors of a list, watch or deletecollection request.
+pub fn selectors(def: &ResourceDef, q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
+    let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or_default())?;
+    let fields = FieldSelector::parse(
+        q.get("fieldSelector").map(String::as_str).unwrap_or_default(),
+        def.plural,
+        def.kind,
+        &def.api_version(),
+    )?;
+    Ok((labels, fields))
+}
+
+/// The continue token: the resourceVersion of the first page and the last key served.
+fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
+    let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_continue(token: &str) -> ApiResult<(u64, String, String)> {
+    let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion");
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    Ok((
+        v["rv"].as_u64().ok_or_else(bad)?,
+        v["ns"].as_str().ok_or_else(bad)?.to_string(),
+        v["name"].as_str().ok_or_else(bad)?.to_string(),
+    ))
+}
+
+/// The objects of a list request after selectors, in order, with the list resourceVersion.
+pub fn select(st: &AppState, def: &ResourceDef, ns: Option<&str>, q: &Query) -> ApiResult<(Vec<Value>, u64)> {
+    let (labels, fields) = selectors(def, q)?;
+    let (items, rv) = st.store.list(&def.storage_key(), ns);
+    let items = items
+        .into_iter()
+        .map(|o| present(def, o))
+        .filter(|o| labels.matches(o) && fields.matches(o))
+        .collect();
+    Ok((items, rv))
+}
+
+/// GET of a collection (list).
+pub fn list(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap) -> ApiResult<Response> {
+    let def = t.def;
+    let (mut items, mut rv) = select(st, def, t.namespace.as_deref(), q)?;
+    if let Some(token) = q.get("continue").filter(|s| !s.is_empty()) {
+        let (first_rv, ns, name) = decode_continue(token)?;
+        items.retain(|o| (meta::namespace(o), meta::name(o)) > (ns.as_str(), name.as_str()));
+        rv = first_rv;
+    }
+    let limit: usize = q
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let mut list_meta = json!({"resourceVersion": rv.to_string()});
+    if items.len() > limit {
+        let remaining = items.len() - limit;
+        items.truncate(limit);
+        let last = items.last().expect("limit > 0");
+        list_meta["continue"] = json!(encode_continue(rv, meta::namespace(last), meta::name(last)));
+        list_meta["remainingItemCount"] = json!(remaining);
+    }
+    if let Some(opts) = table::wants(headers, q.get("includeObject").map(String::as_str)) {
+        return Ok(json_response(
+            200,
+            &table::render(def, &items, &opts, Some(list_meta)),
+            &[],
+        ));
+    }
+    let list = json!({
+        "apiVersion": def.api_version(),
+        "kind": def.list_kind(),
+        "metadata": list_meta,
+        "items": items,
+    });
+    Ok(json_response(200, &list, &[]))
+}

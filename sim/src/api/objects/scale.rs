@@ -1,0 +1,126 @@
+//! The scale subresource: the `autoscaling/v1` Scale view of a scalable object (with its
+//! selector in string form) and GET/PUT/PATCH of it, retried on conflicts like upstream.
+
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::update::commit;
+use super::{Query, is_dry_run, json_response, scope_ns, store_err, stored, target_name};
+use crate::api::error::{ApiError, ApiResult, Cause};
+use crate::api::meta;
+use crate::api::patch;
+use crate::api::route::Target;
+use crate::api::state::AppState;
+use crate::api::store::{StoreError, rv_of};
+
+/// The `autoscaling/v1` Scale view of a scalable object.
+fn scale_of(obj: &Value) -> Value {
+    let sel = obj.pointer("/spec/selector").map(selector_string).unwrap_or_default();
+    json!({
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {
+            "name": meta::name(obj), "namespace": meta::namespace(obj),
+            "uid": obj.pointer("/metadata/uid"), "resourceVersion": obj.pointer("/metadata/resourceVersion"),
+            "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
+        },
+        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+        "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": sel},
+    })
+}
+
+/// A label selector object in its string form (`app=web,tier in (a,b)`).
+pub fn selector_string(sel: &Value) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in m {
+            parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
+        }
+    }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e["key"].as_str().unwrap_or_default();
+        let vals: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        match e["operator"].as_str() {
+            Some("In") => parts.push(format!("{key} in ({})", vals.join(","))),
+            Some("NotIn") => parts.push(format!("{key} notin ({})", vals.join(","))),
+            Some("Exists") => parts.push(key.to_string()),
+            Some("DoesNotExist") => parts.push(format!("!{key}")),
+            _ => {}
+        }
+    }
+    parts.join(",")
+}
+
+/// GET/PUT/PATCH of the scale subresource.
+pub fn scale(
+    st: &AppState,
+    t: &Target,
+    q: &Query,
+    headers: &HeaderMap,
+    method: &axum::http::Method,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let def = t.def;
+    let ns = scope_ns(t)?;
+    let name = target_name(t)?;
+    for _ in 0..5 {
+        let old = stored(st, def, &ns, &name)?;
+        let current = scale_of(&old);
+        let wanted = match *method {
+            axum::http::Method::GET => return Ok(json_response(200, &current, &[])),
+            axum::http::Method::PUT => {
+                serde_json::from_slice::<Value>(body).map_err(|e| ApiError::bad_request(e.to_string()))?
+            }
+            axum::http::Method::PATCH => patch::apply(headers, &current, body, def)?,
+            _ => return Err(ApiError::method_not_allowed("scale supports get, update and patch")),
+        };
+        let user_rv = wanted
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<u64>().ok());
+        if let Some(rv) = user_rv
+            && rv != rv_of(&old)
+        {
+            return Err(store_err(def, &name, StoreError::Conflict));
+        }
+        let Some(replicas) = wanted.pointer("/spec/replicas").and_then(Value::as_i64) else {
+            return Err(ApiError::invalid(
+                "autoscaling",
+                "Scale",
+                &name,
+                vec![Cause::required("spec.replicas")],
+            ));
+        };
+        if replicas < 0 {
+            return Err(ApiError::invalid(
+                "autoscaling",
+                "Scale",
+                &name,
+                vec![Cause::invalid(
+                    "spec.replicas",
+                    &json!(replicas),
+                    "must be greater than or equal to 0",
+                )],
+            ));
+        }
+        let mut new = old.clone();
+        new["spec"]["replicas"] = json!(replicas);
+        match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q)) {
+            Ok(written) => return Ok(json_response(200, &scale_of(&written), &[])),
+            Err(e) if e.reason == "Conflict" && user_rv.is_none() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(store_err(def, &name, StoreError::Conflict))
+}

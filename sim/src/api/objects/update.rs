@@ -1,0 +1,204 @@
+//! Writes to an existing object: PUT (object, status, finalize) and PATCH, and [`commit`],
+//! which every update goes through: server-owned metadata kept, admission, generation bumps,
+//! no-op detection and removal once the last finalizer is gone.
+
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::delete::ready_to_remove;
+use super::{Query, check_type, is_dry_run, json_response, present, scope_ns, store_err, stored, target_name};
+use crate::api::admission;
+use crate::api::convert;
+use crate::api::error::{ApiError, ApiResult};
+use crate::api::fieldcheck::{self, Decoded};
+use crate::api::meta;
+use crate::api::patch;
+use crate::api::registry::ResourceDef;
+use crate::api::route::Target;
+use crate::api::state::AppState;
+use crate::api::store::{StoreError, rv_of};
+
+/// Fields of `metadata` only the server sets; an update keeps the stored values.
+const SYSTEM_META: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "namespace",
+    "selfLink",
+];
+
+/// Builds the object an update stores from the old one and what the client sent.
+fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Option<&str>) -> Value {
+    match sub {
+        Some("status") => {
+            // A status write changes status only (and never metadata beyond what the server sets).
+            let mut out = old.clone();
+            if let Some(s) = new.get("status") {
+                out["status"] = s.clone();
+            }
+            out
+        }
+        _ => {
+            let old_meta = old.get("metadata").cloned().unwrap_or_default();
+            let m = meta::meta_mut(&mut new);
+            for f in SYSTEM_META {
+                match old_meta.get(*f) {
+                    Some(v) => {
+                        m.insert((*f).to_string(), v.clone());
+                    }
+                    None => {
+                        m.remove(*f);
+                    }
+                }
+            }
+            m.remove("managedFields");
+            if def.has_sub("status") && sub.is_none() {
+                match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(o) = new.as_object_mut() {
+                            o.remove("status");
+                        }
+                    }
+                }
+            }
+            new
+        }
+    }
+}
+
+/// Stores an update of `old` to `new`: system fields, admission, generation, no-op detection,
+/// finalizer completion. `precondition` is the resourceVersion the client asked to update.
+pub fn commit(
+    st: &AppState,
+    def: &ResourceDef,
+    old: &Value,
+    new: Value,
+    sub: Option<&str>,
+    precondition: Option<u64>,
+    dry_run: bool,
+) -> ApiResult<Value> {
+    let name = meta::name(old).to_string();
+    let ns = meta::namespace(old).to_string();
+    if precondition.is_some_and(|p| p != rv_of(old)) {
+        return Err(store_err(def, &name, StoreError::Conflict));
+    }
+    let mut new = merge_system_fields(def, old, new, sub);
+    meta::drop_nulls(&mut new);
+    if sub.is_none() {
+        admission::on_update(st, def, old, &mut new)?;
+    }
+    if def.tracks_generation() && old.get("spec") != new.get("spec") {
+        let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+        meta::meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+    }
+    // Set before the comparison so an unchanged object compares equal.
+    meta::meta_mut(&mut new).insert("resourceVersion".into(), json!(rv_of(old).to_string()));
+    let key = def.storage_key();
+    if ready_to_remove(def, &new) {
+        if dry_run {
+            return Ok(new);
+        }
+        return st
+            .store
+            .remove(&key, &ns, &name, Some(rv_of(old)))
+            .map_err(|e| store_err(def, &name, e));
+    }
+    if &new == old || dry_run {
+        return Ok(new);
+    }
+    st.store
+        .update(&key, &ns, &name, new, Some(rv_of(old)))
+        .map_err(|e| store_err(def, &name, e))
+}
+
+/// PUT of an object or of its status/finalize subresource (the target's).
+pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+    let def = t.def;
+    let sub = t.sub.as_deref();
+    let ns = scope_ns(t)?;
+    let name = target_name(t)?;
+    let Decoded {
+        value: mut obj,
+        warnings,
+    } = fieldcheck::decode(def, body, headers, q)?;
+    check_type(def, &mut obj, def.kind, &def.api_version())?;
+    let obj = convert::to_storage(def, obj);
+    let body_name = meta::name(&obj);
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if def.namespaced {
+        let body_ns = meta::namespace(&obj);
+        if !body_ns.is_empty() && body_ns != ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
+    let old = stored(st, def, &ns, &name)?;
+    let precondition = obj
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let precondition = match precondition {
+        Some(s) => Some(
+            s.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?,
+        ),
+        None => None,
+    };
+    let mut obj = obj;
+    if sub == Some("finalize") {
+        // Only spec.finalizers changes through finalize.
+        let mut out = old.clone();
+        out["spec"]["finalizers"] = obj.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+        obj = out;
+    }
+    let written = commit(st, def, &old, obj, sub, precondition, is_dry_run(q))?;
+    Ok(json_response(200, &present(def, written), &warnings))
+}
+
+/// PATCH of an object or its status subresource (the target's).
+pub fn patch_object(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+    let def = t.def;
+    let sub = t.sub.as_deref();
+    let ns = scope_ns(t)?;
+    let name = target_name(t)?;
+    let mode = fieldcheck::Mode::from_query(q)?;
+    for _ in 0..5 {
+        let old = stored(st, def, &ns, &name)?;
+        let current = present(def, old.clone());
+        let patched = patch::apply(headers, &current, body, def)?;
+        let (patched, warnings) = fieldcheck::check_value(def, patched, mode)?;
+        if meta::name(&patched) != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                meta::name(&patched)
+            )));
+        }
+        let user_rv = patched
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<u64>().ok());
+        let precondition = match user_rv {
+            Some(rv) if rv != rv_of(&old) => Some(rv),
+            _ => Some(rv_of(&old)),
+        };
+        let new = convert::to_storage(def, patched);
+        match commit(st, def, &old, new, sub, precondition, is_dry_run(q)) {
+            Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
+            Err(e) if e.reason == "Conflict" && user_rv.is_none_or(|rv| rv == rv_of(&old)) => {
+                // Someone else wrote between our read and write: reapply, like upstream.
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(store_err(def, &name, StoreError::Conflict))
+}
