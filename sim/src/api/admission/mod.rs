@@ -1,0 +1,273 @@
+//! Admission: what the real server does to an object between decoding and storing it.
+//! Defaulting, the built-in admission plugins the suites notice (namespace lifecycle fields,
+//! RuntimeClass scheduling, priority, Service ClusterIP/NodePort allocation, Job selectors),
+//! status reset on create, and validation. Also the review resources, answered per request.
+//!
+//! The main functions are [`on_create`] and [`on_update`]; callers hold `AppState::alloc`
+//! across allocation and the store write.
+//!
+//! Split by plugin: `pod_scheduling` holds RuntimeClass and Priority admission,
+//! `service_alloc` the Service ClusterIP and NodePort allocation, `limit_ranger` and
+//! `resource_quota` the namespace's LimitRanges and ResourceQuotas. This file keeps the entry
+//! points that run them in upstream's order, the fault switches that waive validation or turn a
+//! plugin off, the Job selector, and the review resources.
+
+use serde_json::{Value, json};
+
+use super::defaults;
+use super::error::{ApiError, ApiResult, Cause};
+use super::meta;
+use super::registry::ResourceDef;
+use super::state::AppState;
+use super::validate;
+use limit_ranger::limit_ranger;
+use pod_scheduling::{priority, runtime_class};
+use resource_quota::resource_quota;
+use service_alloc::allocate;
+
+mod limit_ranger;
+mod pod_scheduling;
+mod resource_quota;
+mod service_alloc;
+
+pub use service_alloc::NODE_PORTS;
+
+fn reject(def: &ResourceDef, obj: &Value, causes: Vec<Cause>) -> ApiResult<()> {
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(def.group, def.kind, meta::name(obj), causes))
+    }
+}
+
+/// Prepares a new object for storage, or says why it is refused.
+pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
+    defaults::apply(def, obj);
+    match (def.group, def.plural) {
+        ("", "namespaces") => {
+            let name = meta::name(obj).to_string();
+            let labels = meta::meta_mut(obj).entry("labels").or_insert_with(|| json!({}));
+            labels["kubernetes.io/metadata.name"] = json!(name);
+            if obj.pointer("/spec/finalizers").is_none() {
+                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            }
+            obj["status"] = json!({"phase": "Active"});
+        }
+        ("", "pods") => {
+            runtime_class(st, obj)?;
+            priority(st, obj)?;
+            limit_ranger(st, def, obj)?;
+            let qos = obj.get("spec").map(defaults::qos_class).unwrap_or("BestEffort");
+            obj["status"] = json!({"phase": "Pending", "qosClass": qos});
+        }
+        ("", "services") => {
+            allocate(st, obj, None)?;
+            obj["status"] = json!({"loadBalancer": {}});
+        }
+        ("batch", "jobs") => job_selector(obj),
+        ("", "nodes") => {}
+        _ if def.has_sub("status") => {
+            obj["status"] = json!({});
+        }
+        _ => {}
+    }
+    reject(def, obj, waive(st, def, validate::validate(def, obj, None)))?;
+    resource_quota(st, def, obj)
+}
+
+/// Prepares an update of `old` to `new` (main resource writes only).
+pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value) -> ApiResult<()> {
+    defaults::apply(def, new);
+    match (def.group, def.plural) {
+        ("", "namespaces") => {
+            new["spec"] = old.get("spec").cloned().unwrap_or(json!({}));
+            let name = meta::name(old).to_string();
+            let labels = meta::meta_mut(new).entry("labels").or_insert_with(|| json!({}));
+            if labels.is_object() {
+                labels["kubernetes.io/metadata.name"] = json!(name);
+            }
+        }
+        ("", "services") => {
+            let ty = new
+                .pointer("/spec/type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            if ty == "ExternalName" {
+                if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+                    for f in [
+                        "clusterIP",
+                        "clusterIPs",
+                        "ipFamilies",
+                        "ipFamilyPolicy",
+                        "internalTrafficPolicy",
+                    ] {
+                        spec.remove(f);
+                    }
+                }
+            } else {
+                // Upstream keeps allocated values a client left out of its update.
+                let cip = new
+                    .pointer("/spec/clusterIP")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if cip.is_empty()
+                    && let Some(old_ip) = old.pointer("/spec/clusterIP").cloned()
+                {
+                    new["spec"]["clusterIP"] = old_ip;
+                    new["spec"]["clusterIPs"] = old.pointer("/spec/clusterIPs").cloned().unwrap_or(json!(null));
+                }
+                if matches!(ty.as_str(), "NodePort" | "LoadBalancer") {
+                    let olds = old
+                        .pointer("/spec/ports")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    if let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+                        for p in ports {
+                            if p.get("nodePort").is_none()
+                                && let Some(np) = olds
+                                    .iter()
+                                    .find(|o| o["port"] == p["port"])
+                                    .and_then(|o| o.get("nodePort"))
+                            {
+                                p["nodePort"] = np.clone();
+                            }
+                        }
+                    }
+                } else if let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+                    for p in ports {
+                        if let Some(m) = p.as_object_mut() {
+                            m.remove("nodePort");
+                        }
+                    }
+                }
+                allocate(st, new, Some(old))?;
+            }
+        }
+        ("batch", "jobs") if new.pointer("/spec/selector").is_none() => {
+            new["spec"]["selector"] = old.pointer("/spec/selector").cloned().unwrap_or(json!(null));
+        }
+        _ => {}
+    }
+    reject(def, new, waive(st, def, validate::validate(def, new, Some(old))))
+}
+
+/// Drops the validation causes a fault switch turned off (an API server that lets bad objects
+/// through): `validation-off=config-keys` (ConfigMap/Secret data keys), `validation-off=immutable`
+/// (changes to an immutable ConfigMap/Secret), `pod-os-validation-off` (Linux-only fields on
+/// Windows pods).
+fn waive(st: &AppState, def: &ResourceDef, causes: Vec<Cause>) -> Vec<Cause> {
+    let faults = &st.cfg.faults;
+    if def.group.is_empty() && def.plural == "pods" && faults.is_on("pod-os-validation-off") {
+        return causes
+            .into_iter()
+            .filter(|c| !c.message.contains("for a windows pod"))
+            .collect();
+    }
+    let config = def.group.is_empty() && matches!(def.plural, "configmaps" | "secrets");
+    if !config {
+        return causes;
+    }
+    causes
+        .into_iter()
+        .filter(|c| {
+            let key = c.field.starts_with("data[") || c.field.starts_with("binaryData[");
+            let immutable = c.message.contains("immutable");
+            !(key && faults.applies_to("validation-off", "config-keys")
+                || immutable && faults.applies_to("validation-off", "immutable"))
+        })
+        .collect()
+}
+
+/// The Job selector and template labels upstream generates from the Job's uid.
+fn job_selector(obj: &mut Value) {
+    if obj.pointer("/spec/manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    let uid = obj
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let name = meta::name(obj).to_string();
+    obj["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    let tm = &mut obj["spec"]["template"];
+    if !tm.is_object() {
+        return;
+    }
+    let labels = meta::meta_mut(tm).entry("labels").or_insert_with(|| json!({}));
+    if labels.is_object() {
+        labels["batch.kubernetes.io/controller-uid"] = json!(uid);
+        labels["batch.kubernetes.io/job-name"] = json!(name);
+        labels["controller-uid"] = json!(uid);
+        labels["job-name"] = json!(name);
+    }
+}
+
+/// Whether the `admission-off` fault switch turned off admission plugin `plugin` (a cluster
+/// whose API server runs without it, as `--disable-admission-plugins` would).
+fn plugin_off(st: &AppState, plugin: &str) -> bool {
+    st.cfg.faults.applies_to("admission-off", plugin)
+}
+
+/// `pods "NAME" is forbidden: WHY`, the message of upstream's `admission.NewForbidden`.
+fn admission_forbidden(def: &ResourceDef, obj: &Value, why: &str) -> ApiError {
+    let resource = if def.group.is_empty() {
+        def.plural.to_string()
+    } else {
+        format!("{}.{}", def.plural, def.group)
+    };
+    ApiError::forbidden(format!("{resource} {:?} is forbidden: {why}", meta::name(obj)))
+}
+
+/// Answers a review resource (never stored): access reviews allow everything for the
+/// authenticated admin, as on a cluster where the kubeconfig user is cluster-admin.
+pub fn review(st: &AppState, def: &ResourceDef, mut obj: Value) -> ApiResult<Value> {
+    let _ = st;
+    meta::meta_mut(&mut obj).insert("creationTimestamp".into(), Value::Null);
+    match def.plural {
+        "selfsubjectaccessreviews" => {
+            let attrs = obj.pointer("/spec/resourceAttributes").is_some()
+                || obj.pointer("/spec/nonResourceAttributes").is_some();
+            if !attrs {
+                return Err(ApiError::invalid(
+                    def.group,
+                    def.kind,
+                    "",
+                    vec![Cause::invalid(
+                        "spec.resourceAttributes",
+                        &Value::Null,
+                        "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                    )],
+                ));
+            }
+            obj["status"] =
+                json!({"allowed": true, "reason": "the simulated cluster authorizes its admin for everything"});
+        }
+        "selfsubjectrulesreviews" => {
+            obj["status"] = json!({
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                "incomplete": false
+            });
+        }
+        "selfsubjectreviews" => {
+            obj["status"] = json!({"userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}});
+        }
+        other => return Err(ApiError::method_not_allowed(format!("{other} cannot be created"))),
+    }
+    Ok(obj)
+}
+
+/// Helpers for the unit tests of the admission plugins.
+#[cfg(test)]
+mod testutil {
+    use crate::addr::AddressBlock;
+    use crate::api::state::{AppState, StateConfig};
+
+    /// An empty API state on address block 200.
+    pub(super) fn state() -> AppState {
+        AppState::new(StateConfig::new(AddressBlock(200)))
+    }
+}
