@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossconf::run::Durations;
 
@@ -51,8 +51,24 @@ pub fn previous(harness: &str) -> Option<Durations> {
 }
 
 /// Trial times recorded during a run.
-#[derive(Clone, Default)]
-pub struct TrialTimes(Arc<Mutex<Vec<(String, Duration)>>>);
+#[derive(Clone)]
+pub struct TrialTimes(Arc<Mutex<Vec<(String, Duration)>>>, Instant);
+
+impl Default for TrialTimes {
+    fn default() -> Self {
+        Self(Arc::default(), Instant::now())
+    }
+}
+
+/// This process's user + system CPU time so far, from `/proc/self/stat` (fields 14 and 15, in
+/// the kernel's 100 Hz clock ticks); `None` off Linux.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
 
 impl TrialTimes {
     /// Records one finished trial.
@@ -103,6 +119,24 @@ impl TrialTimes {
         );
         for (key, d) in times.iter().take(10) {
             println!("  {:>7.1}s  {key}", d.as_secs_f64());
+        }
+        // What a catalogue three times this size would cost: trials wait on the simulated
+        // cluster rather than compute, so the wall follows the trial-time sum over the threads
+        // until the process's CPU (harness and in-process simulator) fills the cores.
+        let wall = self.1.elapsed();
+        let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+        if let Some(cpu) = process_cpu() {
+            let busy = cpu.as_secs_f64() / (wall.as_secs_f64() * cores).max(f64::EPSILON);
+            println!(
+                "{harness}: {} trials in {:.0}s wall, {:.0}s CPU ({:.0}% of {cores} cores); three times the trials at this \
+                 concurrency: about {:.0}s, CPU-bound from {:.1}x the concurrency",
+                times.len(),
+                wall.as_secs_f64(),
+                cpu.as_secs_f64(),
+                busy * 100.0,
+                3.0 * wall.as_secs_f64(),
+                1.0 / busy.max(f64::EPSILON),
+            );
         }
     }
 }
