@@ -306,9 +306,6 @@ fn coverage(catalog: &Catalog, rows: &[Row]) -> Result<(), Failed> {
 
 fn main() {
     let mut args = Arguments::from_args();
-    if args.test_threads.is_none() {
-        args.test_threads = Some(12);
-    }
     crossconf::install_crypto_provider();
     let catalog = Arc::new(Catalog::new(crossconf::cases::all()).expect("case names are unique"));
     let rows = match read_rows() {
@@ -419,6 +416,11 @@ fn main() {
             })
             .with_kind(kind),
         );
+    }
+    // Rows wait on broken clusters rather than compute: lanes grow with the rows (one per 25,
+    // at least 12) so a larger catalogue keeps about the same wall; see `timing::lanes_for`.
+    if args.test_threads.is_none() {
+        args.test_threads = Some(timing::lanes_for(trials.len(), 25, 12));
     }
     let conclusion = libtest_mimic::run(&args, trials);
     times.finish("can_fail");

@@ -30,10 +30,6 @@ use support::{Attempt, Target, attempt_case, known_failures, target_oses};
 
 fn main() {
     let mut args = Arguments::from_args();
-    // Cases wait on pods and the network, not on the CPU: run more than one per core.
-    if args.test_threads.is_none() {
-        args.test_threads = Some(8);
-    }
     crossconf::install_crypto_provider();
     let targets = target_oses();
     let catalog = Catalog::new(crossconf::cases::all()).expect("case names are unique");
@@ -67,7 +63,9 @@ fn main() {
     }
     let previous = timing::previous("e2e");
     let times = TrialTimes::default();
+    let copies = copies();
     let mut trials = Vec::new();
+    let mut runnable = 0;
     for os in targets {
         let ctx = target.context(os, &format!("e2e-{os}-{}", std::process::id()));
         let mut plan_ctx = PlanContext::new(os);
@@ -76,7 +74,17 @@ fn main() {
         }
         plan_ctx.missing_pools = Os::ALL.into_iter().filter(|p| !ctx.pools.has_pool(*p)).collect();
         let plan = select::plan(&catalog, &Selection::everything(), &plan_ctx);
-        for entry in &plan.entries {
+        let runs = plan.entries.iter().flat_map(|entry| {
+            let serial = catalog.cases()[entry.case_index].is_serial();
+            // Copies stand in for a larger catalogue; a serial case needs the cluster to itself.
+            let n = if serial || entry.skip_reason().is_some() {
+                1
+            } else {
+                copies
+            };
+            (1..=n).map(move |copy| (entry, copy))
+        });
+        for (entry, copy) in runs {
             let case = catalog.cases()[entry.case_index].clone();
             let skip = entry.skip_reason().map(ToString::to_string).or_else(|| {
                 known
@@ -86,13 +94,19 @@ fn main() {
             let ctx = ctx.clone();
             let runtime = runtime.clone();
             let key = format!("[{os}] {}", case.name);
+            let trial_name = if copy == 1 {
+                case.name.to_string()
+            } else {
+                format!("{} (copy {copy})", case.name)
+            };
             let expected = match (&skip, previous.as_ref().and_then(|p| p.get(&key))) {
                 (Some(_), _) => std::time::Duration::ZERO,
                 (None, Some(measured)) => measured,
                 (None, None) => schedule::estimate(&case),
             };
+            runnable += usize::from(skip.is_none());
             let times = times.clone();
-            let trial = Trial::ignorable_test(case.name, move || {
+            let trial = Trial::ignorable_test(trial_name, move || {
                 if let Some(reason) = skip {
                     return Ok(Completion::ignored_with(reason));
                 }
@@ -119,7 +133,9 @@ fn main() {
                     }
                     Err(Failed::from(failures.join("\n\n")))
                 });
-                times.record(key, t0.elapsed());
+                if copy == 1 {
+                    times.record(key, t0.elapsed());
+                }
                 result
             })
             .with_kind(os.to_string());
@@ -128,8 +144,28 @@ fn main() {
     }
     // Longest first, so the long waits overlap the short cases instead of ending the run.
     schedule::longest_first(&mut trials, |(d, _)| *d);
+    // Cases wait on pods and timers, not on the CPU (the process uses about 5 % of two cores,
+    // see the line `finish` prints): lanes grow with the catalogue, one per 36 trials that run and at
+    // least 8, so three times the cases take about the same wall rather than three times it.
+    if args.test_threads.is_none() {
+        args.test_threads = Some(timing::lanes_for(runnable, 36, 8));
+    }
     let conclusion = libtest_mimic::run(&args, trials.into_iter().map(|(_, t)| t).collect());
     runtime.block_on(target.shutdown());
     times.finish("e2e");
     conclusion.exit();
+}
+
+/// `CROSSCONF_E2E_COPIES=N` runs every parallel case N times at once (trials named
+/// `... (copy K)`), to show how the harness and the simulator carry a catalogue N times the
+/// size; 1 when unset.
+fn copies() -> usize {
+    match std::env::var("CROSSCONF_E2E_COPIES") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|n| *n >= 1)
+            .unwrap_or_else(|| panic!("CROSSCONF_E2E_COPIES must be a number from 1, not {v:?}")),
+        Err(_) => 1,
+    }
 }

@@ -140,3 +140,12 @@ impl TrialTimes {
         }
     }
 }
+
+/// Lanes for a harness of `trials` trials: one per `per_lane`, at least `min`.
+///
+/// Trials wait on the simulated cluster rather than compute (the line [`TrialTimes::finish`]
+/// prints shows the process using a few percent of the cores), so a harness keeps its wall as
+/// the catalogue grows by growing its lanes instead.
+pub fn lanes_for(trials: usize, per_lane: usize, min: usize) -> usize {
+    trials.div_ceil(per_lane).max(min)
+}
