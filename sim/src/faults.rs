@@ -38,6 +38,13 @@ pub struct Switch {
 /// Every switch the simulator knows.
 pub const SWITCHES: &[Switch] = &[
     Switch {
+        name: "api-errors",
+        arg: Arg::Value("CODE:PERCENT"),
+        breaks: "transient: answers PERCENT of the API requests that are not long-running with CODE, \
+                 as kube-apiserver does: 429 with Retry-After (throttling), 500 InternalError (a storage \
+                 timeout), 503 with Retry-After (a draining server), 504 Timeout; repeat for several codes",
+    },
+    Switch {
         name: "blackhole",
         arg: Arg::Value("NODE"),
         breaks: "drops all traffic to and from the pods of NODE (a dead CNI on that node)",
@@ -389,7 +396,9 @@ impl Faults {
                 (Arg::Value(what), None) => return Err(FaultSpecError::BadValue(key.to_string(), what)),
                 (Arg::Value(what), Some(v)) => {
                     let not_allowed = what.contains('|') && !what.split('|').any(|a| a == v);
-                    if v.is_empty() || not_allowed {
+                    let bad_rate =
+                        switch.name == crate::api::transient::SWITCH && crate::api::transient::parse_rate(v).is_none();
+                    if v.is_empty() || not_allowed || bad_rate {
                         return Err(FaultSpecError::BadValue(key.to_string(), what));
                     }
                     f.set(switch.name, v, true);

@@ -26,6 +26,8 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .fallback(dispatch)
+        // Inside authentication, as upstream's priority-and-fairness and timeout filters are.
+        .layer(middleware::from_fn_with_state(state.clone(), super::transient::inject))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state)
 }

@@ -33,6 +33,7 @@ pub mod state;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod transient;
 pub mod validate;
 pub mod watch;
 
