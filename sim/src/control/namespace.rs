@@ -25,6 +25,11 @@ struct Resources {
     at: Instant,
 }
 
+/// Namespaces synced at once (in batches), as kube-controller-manager's
+/// `--concurrent-namespace-syncs` default: one namespace whose lists are slow or retried does
+/// not hold up the others.
+const CONCURRENT_SYNCS: usize = 10;
+
 /// Runs the namespace controller until cancelled.
 pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let namespaces = ctx.informers.get::<Namespace>();
@@ -36,19 +41,50 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let mut requeue = Requeue::default();
     let mut cache: Option<Resources> = None;
     loop {
-        for ns in namespaces.list() {
-            if ns.metadata.deletion_timestamp.is_none() {
-                continue;
-            }
-            match sync(&ctx, &ns, &mut cache).await {
-                Ok(true) => {}
-                Ok(false) => requeue.after(Duration::from_millis(500)),
-                Err(e) => {
-                    if !e.is_not_found() {
-                        tracing::warn!(namespace = %ns.name_any(), error = %super::error::chain(&e), "namespace cleanup failed");
+        let terminating: Vec<_> = namespaces
+            .list()
+            .into_iter()
+            .filter(|ns| ns.metadata.deletion_timestamp.is_some())
+            .collect();
+        if !terminating.is_empty() {
+            if cache.as_ref().is_none_or(|c| c.at.elapsed() > DISCOVERY_TTL) {
+                cache = match namespaced_resources(&ctx).await {
+                    Ok(list) => Some(Resources {
+                        list,
+                        at: Instant::now(),
+                    }),
+                    Err(e) => {
+                        tracing::warn!(error = %super::error::chain(&e), "discovery for namespace cleanup failed");
+                        None
                     }
-                    cache = None;
-                    requeue.after(Duration::from_secs(1));
+                };
+            }
+            match cache.as_ref() {
+                None => requeue.after(Duration::from_secs(1)),
+                Some(resources) => {
+                    let resources = &resources.list;
+                    let mut outcomes: Vec<Result<bool>> = Vec::with_capacity(terminating.len());
+                    for batch in terminating.chunks(CONCURRENT_SYNCS) {
+                        let syncs: Vec<_> = batch.iter().map(|ns| sync(&ctx, ns, resources)).collect();
+                        outcomes.extend(futures::future::join_all(syncs).await);
+                    }
+                    let mut stale = false;
+                    for (ns, outcome) in terminating.iter().zip(outcomes) {
+                        match outcome {
+                            Ok(true) => {}
+                            Ok(false) => requeue.after(Duration::from_millis(500)),
+                            Err(e) => {
+                                if !e.is_not_found() {
+                                    tracing::warn!(namespace = %ns.name_any(), error = %super::error::chain(&e), "namespace cleanup failed");
+                                }
+                                stale = true;
+                                requeue.after(Duration::from_secs(1));
+                            }
+                        }
+                    }
+                    if stale {
+                        cache = None;
+                    }
                 }
             }
         }
@@ -73,7 +109,7 @@ async fn namespaced_resources(ctx: &Ctx) -> Result<Vec<ApiResource>> {
 }
 
 /// One pass over a terminating namespace; `Ok(true)` once it is finalized.
-async fn sync(ctx: &Ctx, ns: &Namespace, cache: &mut Option<Resources>) -> Result<bool> {
+async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bool> {
     let name = ns.name_any();
     let pending_finalizer = ns
         .spec
@@ -83,13 +119,6 @@ async fn sync(ctx: &Ctx, ns: &Namespace, cache: &mut Option<Resources>) -> Resul
     if !pending_finalizer {
         return Ok(true);
     }
-    if cache.as_ref().is_none_or(|c| c.at.elapsed() > DISCOVERY_TTL) {
-        *cache = Some(Resources {
-            list: namespaced_resources(ctx).await?,
-            at: Instant::now(),
-        });
-    }
-    let resources = &cache.as_ref().expect("filled above").list;
     let mut remaining = 0usize;
     for ar in resources {
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &name, ar);
