@@ -29,6 +29,7 @@ use serde_json::json;
 
 use super::error::ApiError;
 use super::state::AppState;
+use crate::faults::values::parse_api_errors;
 
 /// The fault switch's name.
 pub const SWITCH: &str = "api-errors";
@@ -36,7 +37,7 @@ pub const SWITCH: &str = "api-errors";
 /// The codes the switch can answer with.
 pub const CODES: [u16; 4] = [429, 500, 503, 504];
 
-/// One `CODE:PERCENT` value of the switch.
+/// One code and share of the switch (see [`crate::faults::values::parse_api_errors`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rate {
     /// The HTTP code answered.
@@ -45,20 +46,9 @@ pub struct Rate {
     pub share: f64,
 }
 
-/// Parses `429:5%` (the `%` is optional; 0 to 100).
-pub fn parse_rate(value: &str) -> Option<Rate> {
-    let (code, percent) = value.split_once(':')?;
-    let code: u16 = code.trim().parse().ok().filter(|c| CODES.contains(c))?;
-    let percent: f64 = percent.trim().trim_end_matches('%').parse().ok()?;
-    (0.0..=100.0).contains(&percent).then_some(Rate {
-        code,
-        share: percent / 100.0,
-    })
-}
-
 /// Whether upstream treats the request as long-running (exempt from in-flight limits and the
 /// request timeout).
-fn long_running(req: &Request) -> bool {
+pub(crate) fn long_running(req: &Request) -> bool {
     let path = req.uri().path();
     let query = req.uri().query().unwrap_or("");
     let flag = |name: &str| {
@@ -122,7 +112,7 @@ pub async fn inject(State(st): State<AppState>, req: Request, next: Next) -> Res
     let values = st.cfg.faults.values(SWITCH);
     if !values.is_empty() && !long_running(&req) {
         let mut rng = rand::rng();
-        for rate in values.iter().filter_map(|v| parse_rate(v)) {
+        for rate in values.iter().filter_map(|v| parse_api_errors(v)).flatten() {
             if rng.random::<f64>() < rate.share {
                 tracing::debug!(code = rate.code, path = %req.uri().path(), "transient API error injected");
                 return response(rate.code);
@@ -140,15 +130,6 @@ mod tests {
     use crate::api::state::StateConfig;
     use axum::body::{Body, to_bytes};
     use tower::ServiceExt;
-
-    #[test]
-    fn rates_parse_with_or_without_a_percent_sign() {
-        assert_eq!(parse_rate("429:5%"), Some(Rate { code: 429, share: 0.05 }));
-        assert_eq!(parse_rate("504:100"), Some(Rate { code: 504, share: 1.0 }));
-        for bad in ["429", "418:5%", "500:101%", "503:x", ":5"] {
-            assert_eq!(parse_rate(bad), None, "{bad}");
-        }
-    }
 
     async fn call(faults: &str, uri: &str) -> (u16, Option<String>, String) {
         let st = AppState::new(StateConfig::new(AddressBlock(202)));
