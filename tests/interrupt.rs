@@ -2,8 +2,10 @@
 //! or an engineer's terminal would deliver them.
 //!
 //! - SIGKILL mid-run: the JUnit file still parses and holds every case finished before the kill.
-//! - SIGINT mid-run: exit 130, in-flight cases reported interrupted, no namespace left with the
-//!   run's id.
+//! - SIGINT or SIGTERM mid-run: exit 130, in-flight cases reported interrupted, no namespace
+//!   left with the run's id.
+//! - Both hold as well while the cluster is in transient trouble ([`FAULTS`]: every transient
+//!   switch at once), when cleanup itself meets refused connections and cut watches.
 //! - `CI=true run | cat`: plain progress lines, no terminal escape codes.
 
 #![expect(
@@ -20,8 +22,16 @@ use std::time::{Duration, Instant};
 
 use support::sim_process::SimProcess;
 
-fn start_sim() -> SimProcess {
-    SimProcess::start(&[], Duration::from_secs(60))
+/// Every transient fault at once, at the fault matrix's rates but with the API server going down
+/// more often, so that the interrupt and the cleanup after it meet it.
+const FAULTS: &str = "api-errors=5%,conn-reset=2%,api-latency=3s,api-down=3s/12s,watch-cut=5s,\
+                      node-flap=win-1:5s/40s,pull-fail-once,dns-servfail=10%";
+
+fn start_sim(faults: Option<&str>) -> SimProcess {
+    match faults {
+        Some(f) => SimProcess::start(&["--faults", f], Duration::from_secs(60)),
+        None => SimProcess::start(&[], Duration::from_secs(60)),
+    }
 }
 
 fn run_cmd(sim: &SimProcess, reports: &Path, extra: &[&str]) -> Command {
@@ -78,9 +88,8 @@ fn wait_for_finished(junit: &Path, n: usize, child: &mut Child) -> Vec<(String, 
 
 const FOCUS: &str = r"\[sig-node\] Pods|ConfigMap|Secrets";
 
-#[test]
-fn sigkill_keeps_every_finished_case() {
-    let sim = start_sim();
+fn sigkill_keeps_every_finished_case(faults: Option<&str>) {
+    let sim = start_sim(faults);
     let tmp = tempfile::tempdir().unwrap();
     let mut child = run_cmd(&sim, tmp.path(), &["--focus", FOCUS, "--node-os-distro", "linux"])
         .spawn()
@@ -98,9 +107,8 @@ fn sigkill_keeps_every_finished_case() {
     }
 }
 
-#[test]
-fn sigint_exits_130_reports_interrupted_and_cleans_up() {
-    let sim = start_sim();
+fn signal_exits_130_reports_interrupted_and_cleans_up(signal: &str, faults: Option<&str>) {
+    let sim = start_sim(faults);
     let tmp = tempfile::tempdir().unwrap();
     let mut child = run_cmd(
         &sim,
@@ -112,11 +120,11 @@ fn sigint_exits_130_reports_interrupted_and_cleans_up() {
     let junit = tmp.path().join("junit_01.xml");
     wait_for_finished(&junit, 1, &mut child);
     Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .unwrap();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "exit code after SIGINT");
+    assert_eq!(status.code(), Some(130), "exit code after SIG{signal}");
     let cases = finished_cases(&junit);
     assert!(
         cases.iter().any(|(_, s)| s == "error"),
@@ -148,8 +156,33 @@ fn sigint_exits_130_reports_interrupted_and_cleans_up() {
 }
 
 #[test]
+fn sigkill_keeps_every_finished_case_healthy() {
+    sigkill_keeps_every_finished_case(None);
+}
+
+#[test]
+fn sigkill_keeps_every_finished_case_under_faults() {
+    sigkill_keeps_every_finished_case(Some(FAULTS));
+}
+
+#[test]
+fn sigint_exits_130_reports_interrupted_and_cleans_up() {
+    signal_exits_130_reports_interrupted_and_cleans_up("INT", None);
+}
+
+#[test]
+fn sigint_under_faults_still_cleans_up() {
+    signal_exits_130_reports_interrupted_and_cleans_up("INT", Some(FAULTS));
+}
+
+#[test]
+fn sigterm_under_faults_still_cleans_up() {
+    signal_exits_130_reports_interrupted_and_cleans_up("TERM", Some(FAULTS));
+}
+
+#[test]
 fn ci_output_is_plain_lines() {
-    let sim = start_sim();
+    let sim = start_sim(None);
     let tmp = tempfile::tempdir().unwrap();
     let mut child = run_cmd(
         &sim,

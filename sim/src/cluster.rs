@@ -80,6 +80,11 @@ pub struct SimConfig {
     pub faults: Option<String>,
     /// How long starting may take before it counts as failed.
     pub start_timeout: Duration,
+    /// How long the node lifecycle controller lets a node go without renewing its Lease or
+    /// posting status before it marks the node Unknown: upstream's default
+    /// ([`control::DEFAULT_NODE_MONITOR_GRACE_PERIOD`], 50 s in 1.33). Only tests shorten it,
+    /// to see a `node-lost` node go Unknown within a short test.
+    pub node_monitor_grace_period: Duration,
 }
 
 impl SimConfig {
@@ -115,7 +120,8 @@ impl SimConfig {
         let taint = windows_taint.map(parse_taint).transpose()?;
         load_profile(profile, time_scale)?;
         if let Some(spec) = faults {
-            Faults::parse(spec).map_err(|e| Error::InvalidOption(format!("--faults {spec:?}: {e}")))?;
+            let parsed = Faults::parse(spec).map_err(|e| Error::InvalidOption(format!("--faults {spec:?}: {e}")))?;
+            check_fault_nodes(&parsed, &node_specs(windows_nodes, linux_nodes))?;
         }
         Ok(SimConfig {
             windows_nodes,
@@ -126,6 +132,7 @@ impl SimConfig {
             time_scale,
             faults: faults.map(str::to_string),
             start_timeout: Duration::from_secs(30),
+            node_monitor_grace_period: control::DEFAULT_NODE_MONITOR_GRACE_PERIOD,
         })
     }
 }
@@ -134,6 +141,34 @@ impl Default for SimConfig {
     fn default() -> Self {
         SimConfig::from_options(2, 1, "10.0.20348", None, "fast", 1.0, None).expect("defaults are valid")
     }
+}
+
+/// The cluster's nodes, in address-plan order: `win-1`… then `linux-1`….
+fn node_specs(windows: usize, linux: usize) -> Vec<(String, crossconf_model::os::Os)> {
+    (0..windows)
+        .map(|i| (format!("win-{}", i + 1), crossconf_model::os::Os::Windows))
+        .chain((0..linux).map(|i| (format!("linux-{}", i + 1), crossconf_model::os::Os::Linux)))
+        .collect()
+}
+
+/// Refuses a `node-flap` or `node-lost` switch naming a node the cluster does not have (the
+/// switch would silently do nothing).
+fn check_fault_nodes(faults: &Faults, nodes: &[(String, crossconf_model::os::Os)]) -> Result<(), Error> {
+    for switch in ["node-flap", "node-lost"] {
+        for value in faults.values(switch) {
+            let Some((node, _)) = crate::faults::values::split_node(&value) else {
+                continue;
+            };
+            if !nodes.iter().any(|(n, _)| n == node) {
+                let known: Vec<&str> = nodes.iter().map(|(n, _)| n.as_str()).collect();
+                return Err(Error::InvalidOption(format!(
+                    "--faults {switch}={value}: the cluster has no node {node:?} (its nodes: {})",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `fast`, `realistic`, or a YAML file holding a profile; then scaled by `--time-scale`.
@@ -215,6 +250,8 @@ impl SimCluster {
             Some(spec) => Faults::parse(spec).map_err(Error::Faults)?,
             None => Faults::default(),
         });
+        let specs = node_specs(cfg.windows_nodes, cfg.linux_nodes);
+        check_fault_nodes(&faults, &specs)?;
         // In u16: offset plus step can pass 255 before the modulo.
         let span = u16::from(addr::LAST_BLOCK - addr::FIRST_BLOCK) + 1;
         let start = u16::from(first_block() - addr::FIRST_BLOCK);
@@ -251,6 +288,7 @@ impl SimCluster {
             faults: faults.clone(),
             root_ca_pem: Some(api.ca_pem().to_string()),
             clock: std::sync::Arc::new(control::ScaledClock::new(1.0 / cfg.time_scale)),
+            node_monitor_grace_period: cfg.node_monitor_grace_period,
             ..ControlConfig::default()
         };
         // `controller-stopped=NAME` leaves that loop out from the start (as if
@@ -268,10 +306,7 @@ impl SimCluster {
         std::fs::create_dir_all(&workdir).map_err(Error::WorkDir)?;
         let profile = load_profile(&cfg.profile, cfg.time_scale)?;
         let mut nodes = Vec::new();
-        let specs = (0..cfg.windows_nodes)
-            .map(|i| (format!("win-{}", i + 1), crossconf_model::os::Os::Windows))
-            .chain((0..cfg.linux_nodes).map(|i| (format!("linux-{}", i + 1), crossconf_model::os::Os::Linux)));
-        for (index, (name, os)) in specs.enumerate() {
+        for (index, (name, os)) in specs.into_iter().enumerate() {
             let mut ncfg = NodeConfig::new(&name, os, index, block, workdir.join(&name));
             ncfg.profile = profile.clone();
             if os == crossconf_model::os::Os::Windows {
@@ -420,5 +455,33 @@ mod tests {
         );
         assert!(parse_taint("os=windows").is_err());
         assert!(parse_taint("os=windows:Sometimes").is_err());
+    }
+
+    #[test]
+    fn node_switches_must_name_a_node_of_the_cluster() {
+        let opts = |faults| SimConfig::from_options(2, 1, "10.0.20348", None, "fast", 1.0, Some(faults));
+        assert!(opts("node-flap=win-1:8s/60s,node-lost=linux-1:30s").is_ok());
+        for bad in ["node-flap=win-3:8s/60s", "node-lost=linux-2:30s", "node-lost=win-0:5s"] {
+            let err = opts(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("has no node") && err.contains("win-1, win-2, linux-1"),
+                "{bad}: {err}"
+            );
+        }
+        let c = SimConfig::default();
+        assert_eq!(c.node_monitor_grace_period, Duration::from_secs(50));
+    }
+
+    #[tokio::test]
+    async fn start_refuses_a_node_switch_for_a_missing_node() {
+        let cfg = SimConfig {
+            faults: Some("node-lost=win-9:10s".into()),
+            ..SimConfig::default()
+        };
+        let err = match SimCluster::start(cfg).await {
+            Ok(_) => panic!("a cluster started with node-lost=win-9"),
+            Err(e) => e,
+        };
+        assert!(matches!(&err, Error::InvalidOption(m) if m.contains("win-9")), "{err}");
     }
 }

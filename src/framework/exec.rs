@@ -38,6 +38,30 @@ impl Framework {
         command: Vec<String>,
     ) -> Result<ExecOutput, CaseError> {
         self.step(format!("exec in {pod}: {}", command.join(" ")));
+        // A stream cut before the command's status arrived (an API server restart drops every
+        // connection) says nothing about the command: run it again, as a person would. The
+        // commands cases exec read or probe; running one twice is harmless.
+        let mut tries = 0;
+        loop {
+            match self.exec_once(pod, container, &command).await {
+                Err(Broken::Stream(why)) if tries < EXEC_STREAM_RETRIES => {
+                    tries += 1;
+                    self.step(format!("exec stream in {pod} broke ({why}); running the command again"));
+                }
+                Err(Broken::Stream(why)) => {
+                    return Err(CaseError::failed(format!(
+                        "exec in pod {pod}: the stream broke {} times, last: {why}",
+                        tries + 1
+                    )));
+                }
+                Err(Broken::Case(e)) => return Err(e),
+                Ok(out) => return Ok(out),
+            }
+        }
+    }
+
+    async fn exec_once(&self, pod: &str, container: Option<&str>, command: &[String]) -> Result<ExecOutput, Broken> {
+        let command = command.to_vec();
         let mut params = AttachParams::default().stdout(true).stderr(true).stdin(false);
         if let Some(c) = container {
             params = params.container(c);
@@ -63,7 +87,7 @@ impl Framework {
             a.and(b)
         };
         let (read_result, status) = tokio::join!(reads, status);
-        read_result.map_err(|e| CaseError::failed(format!("reading exec output from pod {pod}: {e}")))?;
+        read_result.map_err(|e| Broken::Stream(format!("reading exec output from pod {pod}: {e}")))?;
         let exit_code = match status {
             Some(s) if s.status.as_deref() == Some("Success") => 0,
             Some(s) => s
@@ -80,7 +104,7 @@ impl Framework {
                     ))
                 })?,
             None => {
-                return Err(CaseError::failed(format!("exec in pod {pod} ended without a status")));
+                return Err(Broken::Stream(format!("exec in pod {pod} ended without a status")));
             }
         };
         let _ = attached.join().await;
@@ -118,5 +142,22 @@ impl Framework {
             .logs(pod, &params)
             .await
             .map_err(|e| CaseError::from(e).context(format!("reading logs of pod {pod}")))
+    }
+}
+
+/// Times an exec whose stream broke is run again.
+const EXEC_STREAM_RETRIES: u32 = 2;
+
+/// Why one exec attempt did not give an output.
+enum Broken {
+    /// The stream ended before the command's status: the command's fate is unknown.
+    Stream(String),
+    /// Anything else, final.
+    Case(CaseError),
+}
+
+impl From<CaseError> for Broken {
+    fn from(e: CaseError) -> Self {
+        Broken::Case(e)
     }
 }

@@ -9,6 +9,7 @@
 mod context;
 pub mod dump;
 mod exec;
+pub mod health;
 mod namespace;
 pub mod netexec;
 pub mod pods;

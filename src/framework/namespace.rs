@@ -69,25 +69,47 @@ fn name_prefix(case_name: &str) -> String {
     format!("crossconf-{}-", clean.trim_matches('-'))
 }
 
+/// A namespace name: the prefix plus five characters from the API server's own `generateName`
+/// alphabet (no vowels, no look-alike digits).
+fn generated_name(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let random = uuid::Uuid::new_v4();
+    let suffix: String = random.as_bytes()[..5]
+        .iter()
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
 /// Creates the case namespace.
+///
+/// The name is chosen here rather than by `generateName`, so a create whose answer was lost to
+/// a transient fault can be replayed and read back (see `cluster::retry::policy`); a name
+/// already taken (by another run, 1 in 14 million) is drawn again.
 pub(super) async fn create(run: &RunContext, case_name: &str) -> Result<String, CaseError> {
     let api: Api<Namespace> = Api::all(run.client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            generate_name: Some(name_prefix(case_name)),
-            labels: Some(namespace_labels(&run.run_id, case_name)),
+    let prefix = name_prefix(case_name);
+    let mut tries = 0;
+    loop {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(generated_name(&prefix)),
+                labels: Some(namespace_labels(&run.run_id, case_name)),
+                ..Default::default()
+            },
             ..Default::default()
-        },
-        ..Default::default()
-    };
-    let created = api
-        .create(&PostParams::default(), &ns)
-        .await
-        .map_err(|e| CaseError::from(e).context("creating the case namespace"))?;
-    created
-        .metadata
-        .name
-        .ok_or_else(|| CaseError::failed("the API server returned a namespace without a name"))
+        };
+        match api.create(&PostParams::default(), &ns).await {
+            Ok(created) => {
+                return created
+                    .metadata
+                    .name
+                    .ok_or_else(|| CaseError::failed("the API server returned a namespace without a name"));
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 && tries < 3 => tries += 1,
+            Err(e) => return Err(CaseError::from(e).context("creating the case namespace")),
+        }
+    }
 }
 
 /// Deletes a namespace (background propagation); a namespace already gone is fine.
@@ -121,6 +143,18 @@ mod tests {
             assert!(s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
             assert!(s.chars().next().unwrap().is_ascii_alphanumeric());
         }
+    }
+
+    #[test]
+    fn generated_names_are_valid_and_differ() {
+        let a = generated_name("crossconf-sig-windows-");
+        let b = generated_name("crossconf-sig-windows-");
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "crossconf-sig-windows-".len() + 5);
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
     }
 
     #[test]

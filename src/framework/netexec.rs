@@ -6,6 +6,7 @@
 //! netexec through the API server's pod proxy.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -19,6 +20,8 @@ pub const HTTP_PORT: u16 = 8080;
 pub const UDP_PORT: u16 = 8081;
 /// Upstream `maxTries` for granular checks before a connection counts as failed.
 pub const MAX_DIAL_TRIES: u32 = 39;
+/// The pause after a failed dial try (upstream's hitEndpointRetryDelay is 2 s).
+const DIAL_RETRY_DELAY: Duration = Duration::from_secs(1);
 /// The case time [`Framework::dial_expect`] keeps for reporting instead of trying again.
 const DIAL_RESERVE: std::time::Duration = std::time::Duration::from_secs(20);
 /// The logical image name of agnhost in the catalogue.
@@ -167,6 +170,12 @@ impl Framework {
         }
         let mut seen = BTreeSet::new();
         let mut errors = Vec::new();
+        // After a failed try, wait before the next, as upstream's hitEndpointRetryDelay does: a
+        // data path that is still settling (kube-proxy or DNS catching up with a change, a node
+        // briefly NotReady) gets `max_tries` seconds, not `max_tries` back-to-back refusals.
+        let mut pace = tokio::time::interval(DIAL_RETRY_DELAY);
+        pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        pace.tick().await;
         for _ in 0..max_tries.max(1) {
             // A try can take seconds on a broken cluster (a DNS that never answers); stop early
             // enough that the failure below, not the case timeout, is what gets reported.
@@ -179,9 +188,11 @@ impl Framework {
                 Ok(a) => a,
                 Err(e) => {
                     errors.push(e.to_string());
+                    pace.tick().await;
                     continue;
                 }
             };
+            let failed = !answer.errors.is_empty();
             seen.extend(answer.distinct());
             errors.extend(answer.errors);
             if &seen == expected {
@@ -189,6 +200,9 @@ impl Framework {
             }
             if !seen.is_subset(expected) {
                 break;
+            }
+            if failed {
+                pace.tick().await;
             }
         }
         let last_error = errors.last().cloned().unwrap_or_else(|| "none".into());

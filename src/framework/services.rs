@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Event, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{ObjectMeta, PostParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use serde::Deserialize;
 
@@ -512,7 +513,9 @@ impl Framework {
         pred: impl Fn(&Event) -> bool,
     ) -> Result<Event, CaseError> {
         self.step(format!("waiting for an event on pod {pod}: {what}"));
-        let mut stream = watcher::watcher(self.api::<Event>(), watcher::Config::default()).boxed();
+        let mut stream = watcher::watcher(self.api::<Event>(), watcher::Config::default())
+            .default_backoff()
+            .boxed();
         let mut seen: Vec<String> = Vec::new();
         let within = within.min(self.remaining());
         let result = tokio::time::timeout(within, async {
@@ -521,6 +524,7 @@ impl Framework {
                     Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) => e,
                     Ok(_) => continue,
                     Err(err) => {
+                        crate::cluster::retry::journal().record(crate::cluster::retry::Trouble::WatchRestart);
                         tracing::debug!(pod, error = %err, "event watch error");
                         continue;
                     }
@@ -586,7 +590,7 @@ impl Framework {
         self.step(format!("waiting for {n} ready endpoint(s) of service {service}"));
         let api = self.api::<EndpointSlice>();
         let config = watcher::Config::default().labels(&format!("{SERVICE_NAME_LABEL}={service}"));
-        let mut stream = watcher::watcher(api, config).boxed();
+        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
         let mut slices: BTreeMap<String, EndpointSlice> = BTreeMap::new();
         let mut init: BTreeMap<String, EndpointSlice> = BTreeMap::new();
         let within = super::POD_START_TIMEOUT.min(self.remaining());
@@ -604,7 +608,10 @@ impl Framework {
                         init.insert(s.metadata.name.clone().unwrap_or_default(), s);
                     }
                     Ok(watcher::Event::InitDone) => slices = std::mem::take(&mut init),
-                    Err(e) => tracing::debug!(service, error = %e, "endpointslice watch error"),
+                    Err(e) => {
+                        crate::cluster::retry::journal().record(crate::cluster::retry::Trouble::WatchRestart);
+                        tracing::debug!(service, error = %e, "endpointslice watch error");
+                    }
                 }
                 let ready = ready_endpoints(slices.values());
                 if ready.len() >= n {

@@ -10,6 +10,7 @@ use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::wait::Condition;
 use kube::runtime::watcher;
 use kube::{Api, Resource};
@@ -77,7 +78,7 @@ where
     let kind = K::kind(&K::DynamicType::default()).to_string();
     let start = Instant::now();
     let mut last: Option<Option<K>> = None;
-    let mut stream = watcher::watch_object(api.clone(), name).boxed();
+    let mut stream = watcher::watch_object(api.clone(), name).default_backoff().boxed();
     let result = tokio::time::timeout(within, async {
         while let Some(event) = stream.next().await {
             match event {
@@ -89,7 +90,10 @@ where
                 }
                 // The watcher retries transient errors itself; one reaching us is logged and
                 // the stream continues, the deadline bounds the wait.
-                Err(e) => tracing::debug!(kind, name, error = %e, "watch error while waiting"),
+                Err(e) => {
+                    crate::cluster::retry::journal().record(crate::cluster::retry::Trouble::WatchRestart);
+                    tracing::debug!(kind, name, error = %e, "watch error while waiting");
+                }
             }
         }
         Err(CaseError::Failed(format!(
@@ -99,11 +103,24 @@ where
     .await;
     match result {
         Ok(r) => r,
-        Err(_) => Err(CaseError::Failed(format!(
-            "timed out after {:.1?} waiting for {kind} {name} {why}; last seen: {}",
-            start.elapsed(),
-            describe_last(last.as_ref())
-        ))),
+        Err(_) => {
+            let mut message = format!(
+                "timed out after {:.1?} waiting for {kind} {name} {why}; last seen: {}",
+                start.elapsed(),
+                describe_last(last.as_ref())
+            );
+            let node = last
+                .as_ref()
+                .and_then(|o| o.as_ref())
+                .and_then(|o| serde_json::to_value(o).ok())
+                .and_then(|v| v["spec"]["nodeName"].as_str().map(str::to_string));
+            if let Some(node) = node
+                && let Some(trouble) = super::health::node_not_ready(&api.clone().into_client(), &node).await
+            {
+                message.push_str(&format!("; node {node} is {trouble}"));
+            }
+            Err(CaseError::Failed(super::health::with_transient_note(message, start)))
+        }
     }
 }
 

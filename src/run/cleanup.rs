@@ -7,9 +7,10 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 
 /// Errors of a cleanup.
@@ -50,7 +51,12 @@ pub struct CleanupReport {
     pub namespaces: Vec<String>,
     /// How long it took until they were gone.
     pub waited: Duration,
+    /// Pods force-deleted because their node stopped answering (`namespace/pod on node`).
+    pub forced: Vec<String>,
 }
+
+/// How long namespaces may take to go before pods on unreachable nodes are force-deleted.
+pub const STRANDED_AFTER: Duration = Duration::from_secs(20);
 
 impl fmt::Display for CleanupReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -63,7 +69,16 @@ impl fmt::Display for CleanupReport {
                 self.namespaces.len(),
                 self.waited,
                 self.namespaces.join(", ")
-            )
+            )?;
+            if !self.forced.is_empty() {
+                write!(
+                    f,
+                    "; force-deleted {} pod(s) stranded on unreachable nodes: {}",
+                    self.forced.len(),
+                    self.forced.join(", ")
+                )?;
+            }
+            Ok(())
         }
     }
 }
@@ -94,44 +109,116 @@ pub async fn delete_labelled(client: &Client, selector: &str, timeout: Duration)
     }
     let mut remaining: std::collections::BTreeSet<String> = names.iter().cloned().collect();
     let config = watcher::Config::default().labels(selector);
-    let mut stream = watcher(api.clone(), config).boxed();
-    let waited = tokio::time::timeout(timeout, async {
-        let mut initial: Option<std::collections::BTreeSet<String>> = None;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::Delete(ns)) => {
-                    if let Some(n) = ns.metadata.name {
-                        remaining.remove(&n);
-                    }
+    let mut stream = watcher(api.clone(), config).default_backoff().boxed();
+    let mut forced = Vec::new();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut stranded_check = Some(tokio::time::Instant::now() + STRANDED_AFTER.min(timeout));
+    let mut initial: Option<std::collections::BTreeSet<String>> = None;
+    loop {
+        if remaining.is_empty() {
+            break;
+        }
+        let wake = stranded_check.map_or(deadline, |t| t.min(deadline));
+        let event = tokio::select! {
+            e = stream.next() => e,
+            () = tokio::time::sleep_until(wake) => {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(Error::Timeout {
+                        waited: start.elapsed(),
+                        remaining: remaining.into_iter().collect(),
+                    });
                 }
-                Ok(watcher::Event::Init) => initial = Some(Default::default()),
-                Ok(watcher::Event::InitApply(ns)) => {
-                    if let (Some(set), Some(n)) = (initial.as_mut(), ns.metadata.name) {
-                        set.insert(n);
-                    }
-                }
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(set) = initial.take() {
-                        remaining.retain(|n| set.contains(n));
-                    }
-                }
-                Ok(watcher::Event::Apply(_)) => {}
-                Err(e) => tracing::debug!(error = %e, "namespace watch error during cleanup"),
+                // A namespace cannot finish while a pod on a node that stopped answering waits
+                // for its kubelet to confirm the deletion, which never comes: force those.
+                forced.extend(force_stranded(client, &remaining).await);
+                stranded_check = None;
+                continue;
             }
-            if remaining.is_empty() {
-                return;
+        };
+        let Some(event) = event else { break };
+        match event {
+            Ok(watcher::Event::Delete(ns)) => {
+                if let Some(n) = ns.metadata.name {
+                    remaining.remove(&n);
+                }
+            }
+            Ok(watcher::Event::Init) => initial = Some(Default::default()),
+            Ok(watcher::Event::InitApply(ns)) => {
+                if let (Some(set), Some(n)) = (initial.as_mut(), ns.metadata.name) {
+                    set.insert(n);
+                }
+            }
+            Ok(watcher::Event::InitDone) => {
+                if let Some(set) = initial.take() {
+                    remaining.retain(|n| set.contains(n));
+                }
+            }
+            Ok(watcher::Event::Apply(_)) => {}
+            Err(e) => {
+                crate::cluster::retry::journal().record(crate::cluster::retry::Trouble::WatchRestart);
+                tracing::debug!(error = %e, "namespace watch error during cleanup");
             }
         }
-    })
-    .await;
-    if waited.is_err() {
-        return Err(Error::Timeout {
-            waited: start.elapsed(),
-            remaining: remaining.into_iter().collect(),
-        });
     }
     Ok(CleanupReport {
         namespaces: names,
         waited: start.elapsed(),
+        forced,
     })
+}
+
+/// Force-deletes (grace period 0) the pods of `namespaces` whose node's Ready condition is
+/// Unknown: the node lifecycle controller's verdict for a kubelet that stopped posting status.
+/// Returns `namespace/pod on node` for each. Errors are logged: this is a best effort on the
+/// way to the timeout that reports what is left.
+async fn force_stranded(client: &Client, namespaces: &std::collections::BTreeSet<String>) -> Vec<String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let unknown: std::collections::BTreeSet<String> = match nodes.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "Unknown"))
+            })
+            .filter_map(|n| n.metadata.name)
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list nodes to find pods stranded on unreachable nodes");
+            return Vec::new();
+        }
+    };
+    let mut forced = Vec::new();
+    if unknown.is_empty() {
+        return forced;
+    }
+    for ns in namespaces {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let list = match pods.list(&ListParams::default()).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(namespace = ns, error = %e, "cannot list pods of a terminating namespace");
+                continue;
+            }
+        };
+        for pod in list.items {
+            let (Some(name), Some(node)) = (pod.metadata.name, pod.spec.and_then(|s| s.node_name)) else {
+                continue;
+            };
+            if !unknown.contains(&node) {
+                continue;
+            }
+            match pods.delete(&name, &DeleteParams::default().grace_period(0)).await {
+                Ok(_) => forced.push(format!("{ns}/{name} on {node}")),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => tracing::warn!(namespace = ns, pod = name, error = %e, "force deletion failed"),
+            }
+        }
+    }
+    if !forced.is_empty() {
+        tracing::info!(pods = ?forced, "force-deleted pods stranded on nodes whose Ready condition is Unknown");
+    }
+    forced
 }

@@ -329,6 +329,7 @@ impl Runner {
         timeout: Duration,
         shutdown: &Shutdown,
     ) -> (AttemptResult, String, Vec<(String, String)>) {
+        let attempt_started = std::time::Instant::now();
         let setup = tokio::select! {
             r = tokio::time::timeout(timeout, Framework::setup(ctx.clone(), case.name, timeout)) => r,
             _ = shutdown.stopped().cancelled() => {
@@ -340,7 +341,10 @@ impl Runner {
             Ok(Err(CaseError::Skipped(r))) => return (AttemptResult::Skipped(r), String::new(), Vec::new()),
             Ok(Err(CaseError::Failed(m))) => {
                 return (
-                    AttemptResult::Failed(format!("setup failed: {m}")),
+                    AttemptResult::Failed(framework::health::with_transient_note(
+                        format!("setup failed: {m}"),
+                        attempt_started,
+                    )),
                     String::new(),
                     Vec::new(),
                 );
@@ -367,6 +371,19 @@ impl Runner {
                 shutdown.signal_name().unwrap_or_else(|| "interrupt".into()),
                 f.ns()
             )),
+        };
+        let result = match result {
+            AttemptResult::Failed(m) if !m.contains("; meanwhile: ") => {
+                AttemptResult::Failed(framework::health::with_transient_note(m, attempt_started))
+            }
+            other => other,
+        };
+        let result = match result {
+            AttemptResult::Failed(m) if !m.contains("; pods on nodes in trouble") && !m.contains(" is Ready=") => {
+                let note = framework::health::unready_nodes_note(&ctx.client, f.ns()).await;
+                AttemptResult::Failed(m + &note)
+            }
+            other => other,
         };
         let failed = matches!(result, AttemptResult::Failed(_) | AttemptResult::Interrupted(_));
         if failed && self.cfg.dump_logs_on_failure && !shutdown.skip_cleanup() {

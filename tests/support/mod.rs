@@ -6,6 +6,7 @@
 //!   connected cluster, and one attempt of one case, as the runner does it (this file);
 //! - `doctor`, `prepull`, `interrupt`: `crossconf sim` as a child process ([`sim_process`]);
 
+pub mod run_check;
 pub mod sim_process;
 pub mod timing;
 

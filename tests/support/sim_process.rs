@@ -22,27 +22,32 @@ pub struct SimProcess {
     child: Child,
     /// The kubeconfig the simulator wrote once its cluster answered.
     pub kubeconfig: PathBuf,
+    /// Where the simulator's standard error (its log) goes.
+    pub log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl SimProcess {
-    /// Starts `crossconf sim ARGS --kubeconfig-out FILE` (output discarded) and waits until the
-    /// kubeconfig exists; panics if the process exits first or `ready_within` passes.
+    /// Starts `crossconf sim ARGS --kubeconfig-out FILE` (standard output discarded, the log
+    /// kept in [`SimProcess::log`]) and waits until the kubeconfig exists; panics if the process
+    /// exits first or `ready_within` passes.
     pub fn start(args: &[&str], ready_within: Duration) -> SimProcess {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
+        let log = dir.path().join("sim.log");
         let child = Command::new(env!("CARGO_BIN_EXE_crossconf"))
             .arg("sim")
             .args(args)
             .arg("--kubeconfig-out")
             .arg(&kubeconfig)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         let mut sim = SimProcess {
             child,
             kubeconfig,
+            log,
             _dir: dir,
         };
         let deadline = Instant::now() + ready_within;

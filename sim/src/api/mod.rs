@@ -10,6 +10,8 @@
 //! - [`admission`], [`defaults`], [`validate`], [`fieldcheck`]: what happens before a write.
 //! - [`discovery`], [`openapi`], [`table`]: what kubectl reads to find and print things.
 //! - [`proxy`]: logs, exec and proxies forwarded to kubelets and pods.
+//! - [`transient`]: the transient fault switches (error answers, latency spikes, cut responses,
+//!   outages, cut watches).
 
 pub mod admission;
 pub mod bootstrap;

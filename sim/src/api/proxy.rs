@@ -138,6 +138,9 @@ fn node_of(p: &Value) -> ApiResult<String> {
         })
 }
 
+/// net/http's TLSHandshakeTimeout, which kube-apiserver's kubelet client keeps.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 async fn connect(up: Upstream) -> ApiResult<Box<dyn Io>> {
     if !addr::dialable(up.addr.ip()) {
         return Err(ApiError::unavailable(
@@ -159,12 +162,22 @@ async fn connect(up: Upstream) -> ApiResult<Box<dyn Io>> {
     }
     let connector = tokio_rustls::TlsConnector::from(tls::insecure_client_config());
     let server_name = rustls::pki_types::ServerName::IpAddress(up.addr.ip().into());
-    let tls = connector.connect(server_name, tcp).await.map_err(|e| {
-        ApiError::unavailable(
-            503,
-            format!("error trying to reach service: tls handshake with {}: {e}", up.addr),
-        )
-    })?;
+    // kube-apiserver's kubelet client gives a TLS handshake 10 s (net/http's
+    // TLSHandshakeTimeout): a kubelet that accepts and then says nothing (a dead host) ends there.
+    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, connector.connect(server_name, tcp)).await {
+        Err(_) => {
+            return Err(ApiError::unavailable(
+                503,
+                "error trying to reach service: net/http: TLS handshake timeout".to_string(),
+            ));
+        }
+        Ok(r) => r.map_err(|e| {
+            ApiError::unavailable(
+                503,
+                format!("error trying to reach service: tls handshake with {}: {e}", up.addr),
+            )
+        })?,
+    };
     Ok(Box::new(tls))
 }
 
@@ -266,6 +279,8 @@ pub async fn exec(st: &AppState, t: &Target, raw_query: Option<&str>, req: Reque
     }
     let node = node_of(&p)?;
     let up = kubelet(st, &node)?;
+    // Subscribed now, so an API server going down (`api-down`, shutdown) ends the stream too.
+    let drops = st.connection_drops();
     let (mut parts, _body) = req.into_parts();
     let offered: Vec<String> = parts
         .headers
@@ -317,7 +332,7 @@ pub async fn exec(st: &AppState, t: &Target, raw_query: Option<&str>, req: Reque
         None => upgrade,
     };
     Ok(upgrade
-        .on_upgrade(move |client| bridge(client, kubelet_ws))
+        .on_upgrade(move |client| bridge(client, kubelet_ws, drops))
         .into_response())
 }
 
@@ -354,8 +369,12 @@ fn to_client(m: tungstenite::Message) -> Option<ws::Message> {
     })
 }
 
-async fn bridge<S>(client: ws::WebSocket, kubelet: tokio_tungstenite::WebSocketStream<S>)
-where
+/// Ends when either side closes, or when the API server drops its connections (`drops`).
+async fn bridge<S>(
+    client: ws::WebSocket,
+    kubelet: tokio_tungstenite::WebSocketStream<S>,
+    mut drops: tokio::sync::watch::Receiver<u64>,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (mut c_tx, mut c_rx) = client.split();
@@ -389,6 +408,7 @@ where
     tokio::select! {
         _ = up => {}
         _ = down => {}
+        _ = drops.changed() => tracing::debug!("exec stream dropped with the API server's connections"),
     }
 }
 

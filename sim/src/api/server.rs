@@ -18,7 +18,7 @@ use crate::addr::{self, AddressBlock};
 use super::error::Error;
 use super::handler::router;
 use super::state::{AppState, StateConfig};
-use super::tls;
+use super::{tls, transient};
 
 /// How to start an API server.
 #[derive(Debug, Clone)]
@@ -129,14 +129,16 @@ impl ApiServer {
         let state = AppState::new(scfg);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let acceptor = tokio_rustls::TlsAcceptor::from(certs.server_config.clone());
-        tracker.spawn(accept_loop(
-            listener,
-            acceptor,
-            router(state.clone()),
-            cancel.clone(),
-            tracker.clone(),
-        ));
+        let serving = Serving {
+            addr,
+            acceptor: tokio_rustls::TlsAcceptor::from(certs.server_config.clone()),
+            app: router(state.clone()),
+            state: state.clone(),
+            cancel: cancel.clone(),
+            tracker: tracker.clone(),
+        };
+        tracker.spawn(serve(listener, serving));
+        tracker.spawn(transient::watch_cut::run(state.clone(), cancel.clone()));
         tracing::info!(%addr, "api server listening");
         Ok(ApiServer {
             addr,
@@ -201,58 +203,112 @@ impl ApiServer {
         &self.state
     }
 
-    /// Stops accepting, ends open connections (watches included) and waits for them.
+    /// Stops accepting, ends open connections (watches and exec streams included) and waits for
+    /// them; also during an `api-down` outage.
     pub async fn shutdown(self) {
         self.cancel.cancel();
         self.state.cut_watches();
+        self.state.drop_connections();
         self.tracker.close();
         self.tracker.wait().await;
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
+/// What serving the listening address needs, besides the listener.
+struct Serving {
+    addr: SocketAddr,
     acceptor: tokio_rustls::TlsAcceptor,
     app: axum::Router,
+    state: AppState,
     cancel: CancellationToken,
     tracker: TaskTracker,
-) {
+}
+
+/// Serves until cancelled; under `api-down`, closes the listener and drops every connection for
+/// each outage (a process restart), then binds the same address again.
+async fn serve(listener: TcpListener, s: Serving) {
+    let faults = s.state.cfg.faults.clone();
+    let mut outages = transient::down::Outages::default();
+    let mut listener = listener;
     loop {
-        let (tcp, peer) = tokio::select! {
-            _ = cancel.cancelled() => return,
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    // Accept errors (fd exhaustion) are transient; keep serving.
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
+        let left = tokio::select! {
+            () = s.cancel.cancelled() => return,
+            never = accept_loop(&listener, &s) => match never {},
+            left = outages.next(&faults) => left,
+        };
+        // Closing the socket makes new connections refused at once; connections already
+        // queued in its backlog are reset.
+        drop(listener);
+        s.state.drop_connections();
+        tracing::info!(addr = %s.addr, ?left, "api server down (api-down): connections dropped, new ones refused");
+        tokio::select! {
+            () = s.cancel.cancelled() => return,
+            () = outages.over(&faults, left) => {}
+        }
+        let Some(again) = rebind(s.addr, &s.cancel).await else {
+            return;
+        };
+        listener = again;
+        tracing::info!(addr = %s.addr, "api server listening again after api-down");
+    }
+}
+
+/// Binds `addr` again after an outage, retrying until it works or `cancel` fires. tokio sets
+/// `SO_REUSEADDR` on Unix, so the dropped connections' `TIME_WAIT` sockets do not block it.
+async fn rebind(addr: SocketAddr, cancel: &CancellationToken) -> Option<TcpListener> {
+    loop {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return Some(l),
+            Err(e) => tracing::warn!(%addr, error = %e, "binding again after api-down failed; retrying"),
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return None,
+            () = tokio::time::sleep(transient::POLL) => {}
+        }
+    }
+}
+
+/// Accepts connections and serves each in its own task, until the caller drops this future.
+async fn accept_loop(listener: &TcpListener, s: &Serving) -> std::convert::Infallible {
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Accept errors (fd exhaustion) are transient; keep serving.
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
         };
         // Like Go's net package (and so the real apiserver): no Nagle. With it, the last
         // segment of a large response waits for the client's delayed ACK (~40 ms a list).
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "TCP_NODELAY not set");
         }
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        let cancel = cancel.clone();
-        tracker.spawn(async move {
-            let tls = match acceptor.accept(tcp).await {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "tls handshake failed");
-                    return;
+        let acceptor = s.acceptor.clone();
+        let app = s.app.clone();
+        let cancel = s.cancel.clone();
+        // Subscribed before the task starts, so a drop right after the accept still ends it.
+        let mut drops = s.state.connection_drops();
+        s.tracker.spawn(async move {
+            let serve = async {
+                let tls = match acceptor.accept(tcp).await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "tls handshake failed");
+                        return;
+                    }
+                };
+                let service = TowerToHyperService::new(app);
+                let builder = auto::Builder::new(TokioExecutor::new());
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                if let Err(e) = conn.await {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
             };
-            let service = TowerToHyperService::new(app);
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
             tokio::select! {
-                r = conn => if let Err(e) = r {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                },
-                _ = cancel.cancelled() => {}
+                () = serve => {}
+                () = cancel.cancelled() => {}
+                _ = drops.changed() => tracing::debug!(%peer, "connection dropped"),
             }
         });
     }

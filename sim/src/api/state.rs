@@ -63,6 +63,9 @@ pub struct Shared {
     pub alloc: tokio::sync::Mutex<()>,
     /// Bumped to end every open watch (a server-side watch cut, as on an apiserver restart).
     pub watch_cut: watch::Sender<u64>,
+    /// Bumped to drop every open connection, upgraded streams (exec, attach, port-forward)
+    /// included: what a dying apiserver process does to its sockets (`api-down`, shutdown).
+    conn_drops: watch::Sender<u64>,
     /// When the server started (for `/version` and `Age` sanity).
     pub started: std::time::Instant,
 }
@@ -91,12 +94,14 @@ impl AppState {
     /// Service, system priority classes).
     pub fn new(cfg: StateConfig) -> Self {
         let (watch_cut, _) = watch::channel(0);
+        let (conn_drops, _) = watch::channel(0);
         let st = AppState(Arc::new(Shared {
             store: Store::new(cfg.history),
             cfg,
             tokens: Mutex::new(HashMap::new()),
             alloc: tokio::sync::Mutex::new(()),
             watch_cut,
+            conn_drops,
             started: std::time::Instant::now(),
         }));
         super::bootstrap::bootstrap(&st);
@@ -128,6 +133,18 @@ impl AppState {
     /// Ends every open watch now; clients resume from their last resourceVersion.
     pub fn cut_watches(&self) {
         self.watch_cut.send_modify(|g| *g += 1);
+    }
+
+    /// Drops every open connection now (upgraded streams included); see [`Self::connection_drops`].
+    pub fn drop_connections(&self) {
+        self.conn_drops.send_modify(|g| *g += 1);
+    }
+
+    /// A receiver that changes when [`Self::drop_connections`] is called: whatever serves one
+    /// connection or stream selects on it and ends. Subscribe before the connection is served,
+    /// so no drop falls between.
+    pub fn connection_drops(&self) -> watch::Receiver<u64> {
+        self.conn_drops.subscribe()
     }
 
     /// Drops the watch history so resuming watches get 410 Gone.

@@ -288,6 +288,19 @@ impl Store {
         Ok((replay, self.tx.subscribe()))
     }
 
+    /// Whether the state at `rv` can still be read exactly (etcd has not compacted it away); a
+    /// list at an exact compacted version, or continuing a list from one, is 410 upstream.
+    pub fn readable_at(&self, rv: u64) -> Result<(), Expired> {
+        let g = self.lock();
+        if rv < g.compacted {
+            return Err(Expired {
+                requested: rv,
+                oldest: g.compacted,
+            });
+        }
+        Ok(())
+    }
+
     /// Drops the whole watch history, so any watch resuming from an older resourceVersion gets
     /// 410 Gone (fault injection; upstream compaction does the same).
     pub fn compact(&self) {

@@ -177,11 +177,9 @@ pub fn serve(
     let (replay, rx) = match st.store.watch_from(from) {
         Ok(x) => x,
         Err(exp) => {
-            let e = ApiError::expired(format!(
-                "too old resource version: {} ({})",
-                exp.requested,
-                exp.oldest + 1
-            ));
+            // Upstream's watch cache prints the oldest version a watch can resume from
+            // (`oldest-1`, one below its oldest event).
+            let e = ApiError::expired(format!("too old resource version: {} ({})", exp.requested, exp.oldest));
             return Ok(stream_response(futures::stream::iter([Ok::<_, Infallible>(
                 error_line(&e),
             )])));

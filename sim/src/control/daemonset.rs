@@ -110,6 +110,50 @@ pub fn should_run(template: &PodTemplateSpec, node: &Node) -> bool {
     untolerated_taint(&taints, &tolerations).is_none()
 }
 
+/// Whether a daemon pod of `template` already on `node` may stay there: upstream's
+/// `shouldContinueRunning`, which unlike [`should_run`] only minds NoExecute taints, so the
+/// `not-ready:NoSchedule` taint of a node whose kubelet reports NotReady keeps new daemon pods
+/// off it without deleting the one running there.
+pub fn should_continue_running(template: &PodTemplateSpec, node: &Node) -> bool {
+    let Some(spec) = template.spec.as_ref() else {
+        return false;
+    };
+    if !matches_node_selector_and_affinity(spec, node) {
+        return false;
+    }
+    let mut tolerations = spec.tolerations.clone().unwrap_or_default();
+    tolerations.extend(daemon_tolerations(spec.host_network == Some(true)));
+    let taints: Vec<_> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.effect == "NoExecute")
+        .collect();
+    untolerated_taint(&taints, &tolerations).is_none()
+}
+
+/// [`should_continue_running`] as this controller applies it (see [`runs_on`] for the fault).
+fn continues_on(ctx: &Ctx, template: &PodTemplateSpec, node: &Node) -> bool {
+    if !ctx.cfg.faults.is_on("daemonset-ignores-node-selector") {
+        return should_continue_running(template, node);
+    }
+    should_continue_running(&without_node_selection(template), node)
+}
+
+/// The template without nodeSelector and node affinity.
+fn without_node_selection(template: &PodTemplateSpec) -> PodTemplateSpec {
+    let mut t = template.clone();
+    if let Some(spec) = t.spec.as_mut() {
+        spec.node_selector = None;
+        if let Some(a) = spec.affinity.as_mut() {
+            a.node_affinity = None;
+        }
+    }
+    t
+}
+
 /// Whether this controller puts a daemon pod of `template` on `node`: [`should_run`], or with
 /// `daemonset-ignores-node-selector` on, only the taint check (a controller that does not read
 /// the template's nodeSelector and node affinity; the scheduler still does, so such pods stay
@@ -118,14 +162,7 @@ fn runs_on(ctx: &Ctx, template: &PodTemplateSpec, node: &Node) -> bool {
     if !ctx.cfg.faults.is_on("daemonset-ignores-node-selector") {
         return should_run(template, node);
     }
-    let mut t = template.clone();
-    if let Some(spec) = t.spec.as_mut() {
-        spec.node_selector = None;
-        if let Some(a) = spec.affinity.as_mut() {
-            a.node_affinity = None;
-        }
-    }
-    should_run(&t, node)
+    should_run(&without_node_selection(template), node)
 }
 
 /// The node a daemon pod is for: its nodeName, or the node its affinity pins it to.
@@ -218,7 +255,14 @@ async fn sync(
         }
         to_delete.extend(failed);
         if !run_here {
-            to_delete.extend(alive);
+            if continues_on(ctx, template, node) {
+                // Kept where it runs (the oldest, as upstream), but none is created.
+                let mut alive = alive;
+                alive.sort_by_key(|p| p.metadata.creation_timestamp.clone());
+                to_delete.extend(alive.into_iter().skip(1));
+            } else {
+                to_delete.extend(alive);
+            }
             continue;
         }
         match alive.len() {
@@ -375,6 +419,7 @@ async fn update_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Taint;
 
     fn node(os: &str, taint: bool) -> Node {
         let mut v = json!({"metadata": {"name": format!("{os}-0"), "labels": {"kubernetes.io/os": os}}});
@@ -395,6 +440,32 @@ mod tests {
             "containers": [{"name": "c", "image": "x"}]}}));
         assert!(should_run(&windows, &node("windows", true)));
         assert!(!should_run(&windows, &node("linux", false)));
+        // A NotReady node's NoSchedule taint keeps new daemon pods off, the running one stays;
+        // an untolerated NoExecute taint evicts it.
+        let mut not_ready = node("windows", true);
+        not_ready
+            .spec
+            .get_or_insert_default()
+            .taints
+            .get_or_insert_default()
+            .push(Taint {
+                key: "node.kubernetes.io/not-ready".into(),
+                effect: "NoSchedule".into(),
+                ..Taint::default()
+            });
+        assert!(!should_run(&windows, &not_ready));
+        assert!(should_continue_running(&windows, &not_ready));
+        not_ready
+            .spec
+            .get_or_insert_default()
+            .taints
+            .get_or_insert_default()
+            .push(Taint {
+                key: "dedicated".into(),
+                effect: "NoExecute".into(),
+                ..Taint::default()
+            });
+        assert!(!should_continue_running(&windows, &not_ready));
         let anywhere = template(json!({"spec": {"containers": [{"name": "c", "image": "x"}]}}));
         assert!(should_run(&anywhere, &node("linux", false)));
         assert!(

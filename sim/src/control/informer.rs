@@ -228,6 +228,11 @@ fn spawn<K: Cached>(api: Api<K>, cancel: CancellationToken) -> Informer<K> {
                         }
                         tx.send_modify(|n| *n = n.wrapping_add(1));
                     }
+                    // A 410 is the API server's history having moved on (compaction): the
+                    // watcher lists again, which client-go logs only at V(4).
+                    Some(Err(watcher::Error::WatchError(s))) if s.code == 410 => {
+                        tracing::debug!(%resource, message = %s.message, "watch expired; listing again");
+                    }
                     Some(Err(e)) => tracing::warn!(%resource, error = %e, "watch failed; retrying"),
                     None => break,
                 },

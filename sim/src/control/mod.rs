@@ -15,6 +15,7 @@ mod gc;
 mod informer;
 mod job;
 mod namespace;
+mod nodelifecycle;
 mod plane;
 pub mod predicates;
 mod quota;
@@ -27,7 +28,7 @@ mod writes;
 
 pub use clock::{Clock, ManualClock, ScaledClock, SystemClock};
 pub use error::{Error, Result};
-pub use plane::{Component, ControlConfig, ControlPlane, start};
+pub use plane::{Component, ControlConfig, ControlPlane, DEFAULT_NODE_MONITOR_GRACE_PERIOD, start};
 
 pub use quota::{Usage, compute_usage};
 pub use scheduler::priority;

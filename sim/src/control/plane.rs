@@ -42,11 +42,14 @@ pub enum Component {
     GarbageCollector,
     /// ResourceQuota usage.
     ResourceQuota,
+    /// The node lifecycle controller: node health from heartbeats and Leases, the not-ready and
+    /// unreachable taints, and pods on a failing node marked not ready.
+    NodeLifecycle,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Component; 12] = [
+    pub const ALL: [Component; 13] = [
         Component::Scheduler,
         Component::Namespace,
         Component::ServiceAccount,
@@ -59,6 +62,7 @@ impl Component {
         Component::CronJob,
         Component::GarbageCollector,
         Component::ResourceQuota,
+        Component::NodeLifecycle,
     ];
 
     /// The name the `controller-stopped=NAME` fault switch uses for this loop.
@@ -76,6 +80,7 @@ impl Component {
             Component::CronJob => "cronjob",
             Component::GarbageCollector => "garbagecollector",
             Component::ResourceQuota => "resourcequota",
+            Component::NodeLifecycle => "nodelifecycle",
         }
     }
 
@@ -94,6 +99,8 @@ impl Component {
             Component::CronJob => "cronjob-controller",
             Component::GarbageCollector => "garbage-collector-controller",
             Component::ResourceQuota => "resource-quota-controller",
+            // Upstream's recorder for the node lifecycle controller says `node-controller`.
+            Component::NodeLifecycle => "node-controller",
         }
     }
 }
@@ -116,7 +123,22 @@ pub struct ControlConfig {
     /// The cluster's fault switches (see [`crate::faults`]); loops consult them to
     /// misbehave on purpose.
     pub faults: Arc<crate::faults::Faults>,
+    /// How often the node lifecycle controller checks node health (kube-controller-manager's
+    /// `--node-monitor-period`, default 5 s).
+    pub node_monitor_period: Duration,
+    /// How long a node may go without renewing its Lease or posting status before the node
+    /// lifecycle controller marks it Unknown (`--node-monitor-grace-period`, default
+    /// [`DEFAULT_NODE_MONITOR_GRACE_PERIOD`]). Tests shorten it to see a lost node quickly.
+    pub node_monitor_grace_period: Duration,
+    /// The grace period for a node that has never posted a Ready condition
+    /// (`--node-startup-grace-period`, default 60 s).
+    pub node_startup_grace_period: Duration,
 }
+
+/// kube-controller-manager's default `--node-monitor-grace-period` in 1.33: 50 s (raised from
+/// 40 s in 1.32 by kubernetes/kubernetes#126287, so it exceeds the kubelet's HTTP/2 health
+/// check of 30 s + 15 s).
+pub const DEFAULT_NODE_MONITOR_GRACE_PERIOD: Duration = Duration::from_secs(50);
 
 impl Default for ControlConfig {
     fn default() -> Self {
@@ -127,6 +149,9 @@ impl Default for ControlConfig {
             clock: Arc::new(SystemClock),
             root_ca_pem: None,
             faults: Arc::default(),
+            node_monitor_period: Duration::from_secs(5),
+            node_monitor_grace_period: DEFAULT_NODE_MONITOR_GRACE_PERIOD,
+            node_startup_grace_period: Duration::from_secs(60),
         }
     }
 }
@@ -234,6 +259,7 @@ pub async fn start(client: kube::Client, cfg: ControlConfig, cancel: Cancellatio
             Component::CronJob => spawn(component, super::cronjob::run(c)),
             Component::GarbageCollector => spawn(component, super::gc::run(c)),
             Component::ResourceQuota => spawn(component, super::quota::run(c)),
+            Component::NodeLifecycle => spawn(component, super::nodelifecycle::run(c)),
         };
         tasks.push((component, task));
     }

@@ -57,15 +57,17 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "node-flap",
         arg: Arg::Value("NODE:DOWN/EVERY"),
-        breaks: "transient: NODE's kubelet reports NotReady for DOWN every EVERY (the first EVERY/2 in), \
-                 its pods keep running; the node lifecycle controller taints it and marks its pods not ready \
-                 until it is Ready again",
+        breaks: "transient: NODE's kubelet reports NotReady (PLEG not healthy) for DOWN every EVERY (the \
+                 first EVERY/2 in) and defers new pod work meanwhile; its pods keep running and stay Ready \
+                 (as upstream, whose node lifecycle controller marks pods not ready only on unreachable \
+                 nodes); the controller taints it not-ready (NoSchedule, NoExecute) until it is Ready again",
     },
     Switch {
         name: "node-lost",
         arg: Arg::Value("NODE:AFTER"),
         breaks: "NODE stops for good AFTER into the run: no more status or lease, its pods unreachable; the \
-                 node lifecycle controller marks it Ready=Unknown and taints it unreachable",
+                 node lifecycle controller marks it Ready=Unknown, taints it unreachable and marks its pods \
+                 not ready once the grace period (50 s) has passed",
     },
     Switch {
         name: "pull-fail-once",
@@ -116,7 +118,7 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "controller-stopped",
         arg: Arg::Value(
-            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota",
+            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota|nodelifecycle",
         ),
         breaks: "that control-plane loop never runs (as if kube-controller-manager lost it)",
     },

@@ -114,6 +114,8 @@ pub struct Dialer {
     faults: Arc<Faults>,
     live: RwLock<HashSet<Ipv4Addr>>,
     nodes: RwLock<std::collections::HashMap<usize, String>>,
+    /// Nodes gone for good (`node-lost`): nothing reaches them or their pods.
+    lost: RwLock<HashSet<String>>,
     sockets_opened: AtomicU64,
     refusals: Mutex<Vec<Refusal>>,
 }
@@ -129,6 +131,7 @@ impl Dialer {
             faults,
             live: RwLock::new(HashSet::new()),
             nodes: RwLock::new(std::collections::HashMap::new()),
+            lost: RwLock::new(HashSet::new()),
             sockets_opened: AtomicU64::new(0),
             refusals: Mutex::new(Vec::new()),
         }
@@ -165,6 +168,36 @@ impl Dialer {
         let idx = self.block.pod_node_index(ip)?;
         let name = self.nodes.read().expect("nodes lock").get(&idx).cloned()?;
         self.faults.is_blackholed(&name).then_some(name)
+    }
+
+    /// Marks node `name` lost for good (`node-lost`): traffic to its address and its pods', and
+    /// from its pods, is dropped from now on, as for a machine cut off from the network.
+    pub fn set_node_lost(&self, name: &str, lost: bool) {
+        let mut l = self.lost.write().expect("lost lock");
+        if lost {
+            l.insert(name.to_string());
+        } else {
+            l.remove(name);
+        }
+    }
+
+    /// The lost node `ip` belongs to (its own address or one of its pods'), if any.
+    fn lost_node_of(&self, ip: Ipv4Addr) -> Option<String> {
+        let lost = self.lost.read().expect("lost lock");
+        if lost.is_empty() {
+            return None;
+        }
+        let nodes = self.nodes.read().expect("nodes lock");
+        let idx = self
+            .block
+            .pod_node_index(ip)
+            .or_else(|| nodes.keys().copied().find(|&i| self.block.node(i) == ip))?;
+        nodes.get(&idx).filter(|n| lost.contains(*n)).cloned()
+    }
+
+    /// Whether node `name` is lost.
+    fn is_lost(&self, name: &str) -> bool {
+        self.lost.read().expect("lost lock").contains(name)
     }
 
     /// How many client sockets this dialer has opened (all of them to loopback).
@@ -216,6 +249,17 @@ impl Dialer {
     /// Checks the fault switches for traffic from `src` to `dst`.
     fn check_faults(&self, src: &Source, dst: SocketAddrV4) -> Result<(), NetError> {
         let ip = *dst.ip();
+        if Some(ip) != src.ip {
+            let lost = self
+                .lost_node_of(ip)
+                .or_else(|| src.node.clone().filter(|n| src.is_pod && self.is_lost(n)));
+            if let Some(node) = lost {
+                return Err(NetError::Dropped {
+                    dst: dst.into(),
+                    why: format!("node {node} is lost (node-lost): nothing reaches it or its pods"),
+                });
+            }
+        }
         if Some(ip) != src.ip
             && let Some(node) = self.dst_blackholed(ip)
         {
@@ -370,6 +414,12 @@ impl Dialer {
         if self.dst_blackholed(target).is_some() && Some(target) != src.ip {
             return PingOutcome::NoReply;
         }
+        if Some(target) != src.ip
+            && (self.lost_node_of(target).is_some()
+                || (src.is_pod && src.node.as_deref().is_some_and(|n| self.is_lost(n))))
+        {
+            return PingOutcome::NoReply;
+        }
         let live = self.live.read().expect("live lock");
         if live.contains(&target)
             || Some(target) == src.ip
@@ -385,99 +435,8 @@ impl Dialer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pod_src(block: AddressBlock, os: Os) -> Source {
-        Source {
-            ip: block.pod(0, 0),
-            node: Some("n0".into()),
-            os,
-            is_pod: true,
-        }
-    }
-
-    #[tokio::test]
-    async fn outside_addresses_are_refused_without_a_socket() {
-        let block = AddressBlock(201);
-        let d = Dialer::new(block, Arc::new(Faults::default()));
-        let src = pod_src(block, Os::Windows);
-        let err = d.tcp(&src, "1.1.1.1:53".parse().unwrap()).await.unwrap_err();
-        assert!(matches!(err, NetError::Unreachable { .. }), "{err}");
-        let err = d
-            .udp_request(&src, "8.8.8.8:53".parse().unwrap(), b"x", Duration::from_millis(10))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, NetError::Unreachable { .. }), "{err}");
-        assert_eq!(d.sockets_opened(), 0, "no socket may be opened for outside addresses");
-        assert_eq!(d.refusals().len(), 2);
-    }
-
-    #[test]
-    fn modelled_external_maps_to_outside_host() {
-        let block = AddressBlock(202);
-        let d = Dialer::new(block, Arc::new(Faults::default()));
-        let ip = addr::MODELLED_EXTERNAL_IPS[0];
-        assert_eq!(d.route(&Source::host(), ip.into()).unwrap(), block.outside());
-        assert!(d.route(&Source::host(), "127.9.0.1".parse().unwrap()).is_err());
-        let src = pod_src(block, Os::Linux);
-        assert_eq!(
-            d.route(&src, Ipv4Addr::LOCALHOST.into()).unwrap(),
-            block.pod(0, 0).unwrap()
-        );
-    }
-
-    #[test]
-    fn icmp_outside_depends_on_os() {
-        let block = AddressBlock(203);
-        let d = Dialer::new(block, Arc::new(Faults::default()));
-        let ext: IpAddr = addr::MODELLED_EXTERNAL_IPS[0].into();
-        assert_eq!(d.ping(&pod_src(block, Os::Windows), ext), PingOutcome::NoReply);
-        assert_eq!(d.ping(&pod_src(block, Os::Linux), ext), PingOutcome::Reply);
-        d.set_live(block.node(0), true);
-        assert_eq!(
-            d.ping(&pod_src(block, Os::Windows), block.node(0).into()),
-            PingOutcome::Reply
-        );
-        assert_eq!(
-            d.ping(&pod_src(block, Os::Windows), block.node(5).into()),
-            PingOutcome::NoReply
-        );
-        assert_eq!(
-            d.ping(&pod_src(block, Os::Linux), "1.1.1.1".parse().unwrap()),
-            PingOutcome::NoReply
-        );
-    }
-
-    #[tokio::test]
-    async fn blackhole_drops_pod_traffic() {
-        let block = AddressBlock(204);
-        let faults = Arc::new(Faults::parse("blackhole=n0").unwrap());
-        let d = Dialer::new(block, faults.clone());
-        let err = d
-            .tcp(&pod_src(block, Os::Linux), SocketAddr::new(block.node(1).into(), 1))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, NetError::Dropped { .. }), "{err}");
-        faults.set_blackholed("n0", false);
-        let err = d
-            .tcp(&pod_src(block, Os::Linux), SocketAddr::new(block.node(1).into(), 1))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, NetError::Io { .. }), "refused by the OS now: {err}");
-    }
-
-    #[test]
-    fn fault_spec_parses_and_rejects() {
-        let f = Faults::parse("dns-stopped, kube-proxy-off=w1,stats-missing=logsAvailableBytes").unwrap();
-        assert!(f.dns_stopped());
-        assert!(f.is_kube_proxy_off("w1"));
-        assert_eq!(f.stats_missing(), Some(StatsField::LogsAvailableBytes));
-        assert!(Faults::parse("nope").is_err());
-        assert!(Faults::parse("blackhole").is_err());
-        assert!(Faults::parse("stats-missing=bogus").is_err());
-    }
-}
+#[path = "net_tests.rs"]
+mod tests;
 
 /// The simulated network of one cluster, shared by its nodes: the dialer, where the cluster DNS
 /// and the node resolver listen, and the fault switches.

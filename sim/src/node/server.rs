@@ -83,12 +83,27 @@ pub(crate) async fn start(kl: Arc<Kubelet>) -> Result<SocketAddr, ServerError> {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls_config(ip, &kl.cfg.name)?);
     let app = router(kl.clone());
     let cancel = kl.cancel.clone();
+    let node = kl.clone();
     tokio::spawn(async move {
         loop {
             let (tcp, peer) = tokio::select! {
                 _ = cancel.cancelled() => return,
                 r = listener.accept() => match r { Ok(x) => x, Err(e) => { debug!(error = %e, "kubelet accept failed"); continue; } },
             };
+            // A lost node (`node-lost`) answers nobody: packets to a dead host go unanswered,
+            // so the API server's logs, exec and proxy requests hang until its own timeouts
+            // (the kubelet client's 10 s TLS handshake timeout) rather than failing at once.
+            if node.health.is_lost() {
+                let cancel = cancel.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = cancel.cancelled() => {}
+                        () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+                    }
+                    drop(tcp);
+                });
+                continue;
+            }
             let (acceptor, app, cancel) = (acceptor.clone(), app.clone(), cancel.clone());
             tokio::spawn(async move {
                 let tls = match acceptor.accept(tcp).await {

@@ -8,8 +8,8 @@
 //!
 //! The cluster, the stand-in kubelet and the helpers are here; the tests are grouped by
 //! controller: `scheduling` (the scheduler's rules and preemption), `workloads` (Deployments,
-//! StatefulSets, Jobs and CronJobs) and `lifecycle` (namespace deletion, garbage collection,
-//! informers across watch cuts).
+//! StatefulSets, Jobs and CronJobs), `lifecycle` (namespace deletion, garbage collection,
+//! informers across watch cuts) and `nodelifecycle` (node health, taints and pod readiness).
 
 #![expect(
     clippy::disallowed_methods,
@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How long any single expectation may take before the test fails.
 mod lifecycle;
+mod nodelifecycle;
 mod scheduling;
 mod workloads;
 const WAIT: Duration = Duration::from_secs(30);

@@ -6,7 +6,8 @@
 //!
 //! The helpers (a cluster per test, pods, waits, exec, HTTP and UDP probes) are here; the tests
 //! are grouped by what they show: `pods_and_network`, `windows_model` (DESIGN.md's Windows
-//! behaviour model, row by row), `lifecycle`, `addons` and the ignored `bench`.
+//! behaviour model, row by row), `lifecycle`, `addons`, the node fault switches
+//! (`node_health` on a whole `SimCluster`, `pull_and_dns_faults`) and the ignored `bench`.
 
 #![expect(
     clippy::disallowed_methods,
@@ -36,7 +37,11 @@ use tokio_util::sync::CancellationToken;
 mod addons;
 mod bench;
 mod lifecycle;
+mod node_health;
 mod pods_and_network;
+mod pull_and_dns_faults;
+#[path = "../support/mod.rs"]
+mod support;
 mod windows_model;
 const AGNHOST: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
 const NS: &str = "default";

@@ -16,11 +16,11 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use super::ReadyFile;
 use crate::case;
 use crate::catalog::{Case, Kind};
-use crate::ensure;
 use crate::framework::netexec::{HTTP_PORT, MAX_DIAL_TRIES, netexec_pod};
 use crate::framework::services::{SERVICE_HTTP_PORT, SERVICE_NAME_LABEL, ServiceBuilder, cluster_ip, node_port};
 use crate::framework::workloads::{CONSISTENTLY, empty_dir_volume};
 use crate::framework::{CaseError, CaseResult, ContainerBuilder, Framework, Protocol, pod_ip};
+use crate::{ensure, fail};
 
 pub(super) fn cases() -> Vec<Case> {
     vec![
@@ -299,15 +299,23 @@ async fn clusterip_to_externalname(f: &Framework) -> CaseResult {
         spec.cluster_ip
     );
     let fqdn = crate::framework::services::service_fqdn(app, f.ns());
-    let out = f
-        .exec_shell(&client, None, f.target_os(), &format!("nslookup {fqdn}"))
-        .await?;
-    ensure!(
-        out.stdout.contains(EXTERNAL_TARGET),
-        "nslookup {fqdn} in pod {client} did not show the external name {EXTERNAL_TARGET}: {:?}",
-        out.stdout
-    );
-    Ok(())
+    // Upstream polls the lookup (checkExternalServiceReachability): the cluster DNS serves the
+    // change once its watch delivers it, and a lookup can meet a transient SERVFAIL.
+    let mut pace = tokio::time::interval(Duration::from_secs(1));
+    let mut last = String::new();
+    for _ in 0..30 {
+        pace.tick().await;
+        let out = f
+            .exec_shell(&client, None, f.target_os(), &format!("nslookup {fqdn}"))
+            .await?;
+        if out.stdout.contains(EXTERNAL_TARGET) {
+            return Ok(());
+        }
+        last = format!("{}{}", out.stdout, out.stderr);
+    }
+    fail!(
+        "nslookup {fqdn} in pod {client} did not show the external name {EXTERNAL_TARGET} in 30 tries a second apart; last output: {last:?}"
+    )
 }
 
 /// Upstream network/service.go "should create endpoints for unready pods".

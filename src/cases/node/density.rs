@@ -53,7 +53,7 @@ impl Drop for AbortOnDrop {
 /// resolution and would report them all as 0).
 async fn density(f: &Framework) -> CaseResult {
     use futures::StreamExt;
-    use kube::runtime::watcher;
+    use kube::runtime::{WatchStreamExt, watcher};
 
     let os = f.target_os();
     f.require_nodes(os, 1).await?;
@@ -70,7 +70,7 @@ async fn density(f: &Framework) -> CaseResult {
     let watch = {
         let running = running.clone();
         let config = watcher::Config::default().labels("type=density");
-        let mut stream = watcher::watcher(f.api::<Pod>(), config).boxed();
+        let mut stream = watcher::watcher(f.api::<Pod>(), config).default_backoff().boxed();
         tokio::spawn(async move {
             let mut listed_tx = Some(listed_tx);
             while let Some(event) = stream.next().await {

@@ -104,11 +104,16 @@ async fn expect_pull_failure(f: &Framework, image: ContainerBuilder) -> CaseResu
 ///
 /// The two cases that expect a pull to work wait and judge the same way.
 async fn expect_pulled(f: &Framework, what: &str) -> CaseResult {
+    let failures = StartFailures::default();
     let p = wait_pod(
         f,
         "image-pull-test",
-        conditions::is_pod_phase("Running").or(pull_failed()),
-        "to be Running (or to fail pulling)",
+        |p: Option<&Pod>| {
+            p.is_some_and(|p| {
+                p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") || failures.lasting(p)
+            })
+        },
+        "to be Running (or to fail pulling twice)",
         crate::framework::POD_START_TIMEOUT,
     )
     .await?;
@@ -361,6 +366,34 @@ fn start_failure(pod: &Pod) -> Option<(String, String)> {
     None
 }
 
+/// Counts a pod's start failures across the kubelet's retries, so that a transient one (a
+/// registry answering 503 once) is waited out while a lasting one still ends the wait early: on
+/// its second occurrence after a back-off, or at once when the container terminated.
+#[derive(Default)]
+struct StartFailures {
+    /// The last failure reason seen and how many failures began.
+    seen: Mutex<(Option<String>, u32)>,
+}
+
+impl StartFailures {
+    /// Notes `pod`'s state; whether its start failure has proved lasting.
+    fn lasting(&self, pod: &Pod) -> bool {
+        let now = start_failure(pod).map(|(reason, _)| reason);
+        let terminated = pod
+            .status
+            .iter()
+            .flat_map(|s| s.container_statuses.iter().flatten())
+            .any(|c| c.state.as_ref().is_some_and(|st| st.terminated.is_some()));
+        let failing = now.as_deref().is_some_and(|r| !r.ends_with("BackOff"));
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if failing && seen.0 != now {
+            seen.1 += 1;
+        }
+        seen.0 = now;
+        (failing && terminated) || seen.1 >= 2
+    }
+}
+
 /// Creates `pod` with `container` on `node`, waits for its container to fail to start, and
 /// checks the message names the mismatch (contains one of `hints`, case-insensitively).
 async fn expect_mismatch(
@@ -378,18 +411,24 @@ async fn expect_mismatch(
             .container(container),
     )
     .await?;
+    let names_mismatch = |message: &str| {
+        let lower = message.to_ascii_lowercase();
+        hints.iter().any(|h| lower.contains(&h.to_ascii_lowercase()))
+    };
+    let failures = StartFailures::default();
     let p = wait_pod(
         f,
         pod,
-        |p: Option<&Pod>| p.is_some_and(|p| start_failure(p).is_some()),
-        "to fail to start its container",
+        |p: Option<&Pod>| {
+            p.is_some_and(|p| start_failure(p).is_some_and(|(_, m)| names_mismatch(&m)) || failures.lasting(p))
+        },
+        "to fail to start its container, naming the mismatch",
         crate::framework::POD_START_TIMEOUT,
     )
     .await?;
     let (reason, message) = start_failure(&p).unwrap_or_default();
-    let lower = message.to_ascii_lowercase();
     crate::ensure!(
-        hints.iter().any(|h| lower.contains(&h.to_ascii_lowercase())),
+        names_mismatch(&message),
         "pod {pod} on node {node} failed with {reason}, but the message does not name the mismatch (expected one of {hints:?}): {message:?}"
     );
     Ok(())

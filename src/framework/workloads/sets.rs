@@ -10,6 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, PostParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
@@ -95,7 +96,7 @@ impl Framework {
         let within = within.min(self.remaining());
         let start = Instant::now();
         let config = watcher::Config::default().labels(selector);
-        let mut stream = watcher::watcher(api.clone(), config).boxed();
+        let mut stream = watcher::watcher(api.clone(), config).default_backoff().boxed();
         let mut current: BTreeMap<String, K> = BTreeMap::new();
         let mut buffer: BTreeMap<String, K> = BTreeMap::new();
         let mut listed = false;
@@ -116,7 +117,10 @@ impl Framework {
                     Ok(watcher::Event::Delete(o)) => {
                         current.remove(&o.name_any());
                     }
-                    Err(e) => tracing::debug!(selector, error = %e, "watch error while waiting on a list"),
+                    Err(e) => {
+                        crate::cluster::retry::journal().record(crate::cluster::retry::Trouble::WatchRestart);
+                        tracing::debug!(selector, error = %e, "watch error while waiting on a list");
+                    }
                 }
                 if listed {
                     let items: Vec<K> = current.values().cloned().collect();
@@ -325,7 +329,7 @@ impl Framework {
         }
         let start = Instant::now();
         let mut last: Option<K> = None;
-        let mut stream = watcher::watch_object(api.clone(), name).boxed();
+        let mut stream = watcher::watch_object(api.clone(), name).default_backoff().boxed();
         let broke = tokio::time::timeout(within, async {
             while let Some(event) = stream.next().await {
                 match event {
@@ -336,7 +340,10 @@ impl Framework {
                         last = Some(obj);
                     }
                     Ok(None) => return Some(None),
-                    Err(e) => tracing::debug!(kind, name, error = %e, "watch error while checking consistently"),
+                    Err(e) => {
+                        crate::cluster::retry::journal().record(crate::cluster::retry::Trouble::WatchRestart);
+                        tracing::debug!(kind, name, error = %e, "watch error while checking consistently");
+                    }
                 }
             }
             None

@@ -68,20 +68,73 @@ pub fn select(st: &AppState, def: &ResourceDef, ns: Option<&str>, q: &Query) -> 
     Ok((items, rv))
 }
 
+/// Upstream's message for a list at a compacted resourceVersion (`etcd3/errors.go`).
+const LIST_EXPIRED: &str = "The resourceVersion for the provided list is too old.";
+
+/// Upstream's message for a continue token from before a compaction.
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. \
+     You can start a new list without the continue parameter, or use the continue token in this response to \
+     retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list \
+     - objects that were created, modified, or deleted between the time the first chunk was returned and now \
+     may show up in the list.";
+
+/// 410 for a list that must be read at an exact resourceVersion etcd has compacted away.
+///
+/// kube-apiserver 1.33 reads such lists from etcd rather than its watch cache:
+/// `resourceVersionMatch=Exact`, and the legacy form, a resourceVersion other than `0` with a
+/// limit. Other lists (no resourceVersion, `0`, `NotOlderThan`) are served whatever the history.
+fn exact_read_possible(st: &AppState, q: &Query, limited: bool) -> ApiResult<()> {
+    let Some(rv) = q.get("resourceVersion").filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    let exact = match q.get("resourceVersionMatch").map(String::as_str).unwrap_or_default() {
+        "Exact" => true,
+        "" => limited && rv != "0",
+        _ => false,
+    };
+    let Ok(rv) = rv.parse::<u64>() else {
+        return Ok(());
+    };
+    if exact && st.store.readable_at(rv).is_err() {
+        return Err(ApiError::expired(LIST_EXPIRED));
+    }
+    Ok(())
+}
+
+/// The 410 for a continue token from before a compaction: upstream hands a token that goes on
+/// at the current state in the Status's `metadata.continue`.
+fn continue_expired(st: &AppState, ns: &str, name: &str) -> Response {
+    let mut status = ApiError::expired(CONTINUE_EXPIRED).status();
+    status["metadata"] = json!({"continue": encode_continue(st.store.current_rv(), ns, name)});
+    json_response(410, &status, &[])
+}
+
 /// GET of a collection (list).
 pub fn list(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap) -> ApiResult<Response> {
     let def = t.def;
-    let (mut items, mut rv) = select(st, def, t.namespace.as_deref(), q)?;
-    if let Some(token) = q.get("continue").filter(|s| !s.is_empty()) {
-        let (first_rv, ns, name) = decode_continue(token)?;
-        items.retain(|o| (meta::namespace(o), meta::name(o)) > (ns.as_str(), name.as_str()));
-        rv = first_rv;
-    }
     let limit: usize = q
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
+    let continued = match q.get("continue").filter(|s| !s.is_empty()) {
+        Some(token) => {
+            let (first_rv, ns, name) = decode_continue(token)?;
+            if st.store.readable_at(first_rv).is_err() {
+                return Ok(continue_expired(st, &ns, &name));
+            }
+            Some((first_rv, ns, name))
+        }
+        None => {
+            exact_read_possible(st, q, limit != usize::MAX)?;
+            None
+        }
+    };
+    let (mut items, mut rv) = select(st, def, t.namespace.as_deref(), q)?;
+    if let Some((first_rv, ns, name)) = continued {
+        items.retain(|o| (meta::namespace(o), meta::name(o)) > (ns.as_str(), name.as_str()));
+        rv = first_rv;
+    }
     let mut list_meta = json!({"resourceVersion": rv.to_string()});
     if items.len() > limit {
         let remaining = items.len() - limit;

@@ -206,10 +206,12 @@ pub(super) fn node_status(n: &Value) -> String {
         .iter()
         .find(|c| c["type"] == "Ready")
         .map(|c| s(c, "/status"));
+    // As kubectl's printNode: a Ready condition that is not True (False or Unknown) prints
+    // NotReady; only a node without one prints Unknown.
     let mut status = match ready {
         Some(x) if x == "True" => "Ready".to_string(),
-        Some(x) if x == "False" => "NotReady".to_string(),
-        _ => "Unknown".to_string(),
+        Some(_) => "NotReady".to_string(),
+        None => "Unknown".to_string(),
     };
     if n.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
         status.push_str(",SchedulingDisabled");

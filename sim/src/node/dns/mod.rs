@@ -27,7 +27,7 @@ mod zone;
 
 pub use pod_config::{DnsConfigError, PodDns};
 pub use resolver::{DnsPorts, QUERY_TIMEOUT, ResolveError, Resolved, resolve};
-pub use server::{DnsEndpoint, DnsError, respond, serve};
+pub use server::{DnsEndpoint, DnsError, respond, serve, servfail};
 pub use zone::{ClusterZone, UpstreamZone};
 
 /// The cluster domain.

@@ -20,6 +20,9 @@ pub struct PodDns {
     pub searches: Vec<String>,
     /// The `ndots` option.
     pub ndots: usize,
+    /// The `attempts` option from `dnsConfig.options` (glibc caps it at 5), if given; the
+    /// resolver's default is [`PodDns::DEFAULT_ATTEMPTS`].
+    pub attempts: Option<usize>,
     /// The pod's OS (decides the dotted-name rule).
     pub os: Os,
 }
@@ -41,6 +44,15 @@ pub enum DnsConfigError {
 }
 
 impl PodDns {
+    /// How many rounds over the nameservers a query gets without `options attempts`
+    /// (glibc's `RES_DFLRETRY`).
+    pub const DEFAULT_ATTEMPTS: usize = 2;
+
+    /// The rounds over the nameservers one query gets.
+    pub fn attempts(&self) -> usize {
+        self.attempts.unwrap_or(Self::DEFAULT_ATTEMPTS)
+    }
+
     /// The DNS configuration of `pod` on a node of `os` in `block`, as the kubelet computes it.
     pub fn for_pod(pod: &Pod, os: Os, block: AddressBlock) -> Result<PodDns, DnsConfigError> {
         let spec = pod.spec.clone().unwrap_or_default();
@@ -55,12 +67,14 @@ impl PodDns {
                 CLUSTER_DOMAIN.into(),
             ],
             ndots: 5,
+            attempts: None,
             os,
         };
         let node = || PodDns {
             nameservers: vec![IpAddr::V4(block.node_resolver())],
             searches: vec![],
             ndots: 1,
+            attempts: None,
             os,
         };
         let mut dns = match policy.as_str() {
@@ -75,6 +89,7 @@ impl PodDns {
                 nameservers: vec![],
                 searches: vec![],
                 ndots: 5,
+                attempts: None,
                 os,
             },
             _ => cluster(),
@@ -97,6 +112,11 @@ impl PodDns {
                     && let Some(v) = o.value.as_deref().and_then(|v| v.parse().ok())
                 {
                     dns.ndots = v;
+                }
+                if o.name.as_deref() == Some("attempts")
+                    && let Some(v) = o.value.as_deref().and_then(|v| v.parse::<usize>().ok())
+                {
+                    dns.attempts = Some(v.clamp(1, 5));
                 }
             }
         }
@@ -173,6 +193,23 @@ mod tests {
         .unwrap();
         assert_eq!(none.nameservers.len(), 2);
         assert_eq!(none.searches, ["default.svc.cluster.local"]);
+        assert_eq!(none.attempts(), PodDns::DEFAULT_ATTEMPTS);
+        let tries = PodDns::for_pod(
+            &pod_with(
+                None,
+                Some(PodDNSConfig {
+                    options: Some(vec![k8s_openapi::api::core::v1::PodDNSConfigOption {
+                        name: Some("attempts".into()),
+                        value: Some("9".into()),
+                    }]),
+                    ..Default::default()
+                }),
+            ),
+            Os::Linux,
+            b,
+        )
+        .unwrap();
+        assert_eq!(tries.attempts(), 5, "glibc's RES_MAXRETRY caps attempts");
         assert_eq!(
             PodDns::for_pod(&pod_with(Some("None"), None), Os::Linux, b),
             Err(DnsConfigError::NoNameservers)

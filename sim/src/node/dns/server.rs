@@ -51,6 +51,39 @@ pub fn respond(zone: &dyn Zone, request: &[u8]) -> Option<Vec<u8>> {
     resp.to_vec().ok()
 }
 
+/// The SERVFAIL answer to one encoded request, as CoreDNS gives it when it cannot answer (an
+/// upstream or plugin failure): the question echoed, RCODE 2, no records. `None` for
+/// undecodable input.
+pub fn servfail(request: &[u8]) -> Option<Vec<u8>> {
+    let req = Message::from_vec(request).ok()?;
+    let mut resp = Message::response(req.metadata.id, req.metadata.op_code);
+    resp.metadata.recursion_desired = req.metadata.recursion_desired;
+    resp.metadata.recursion_available = true;
+    resp.metadata.response_code = ResponseCode::ServFail;
+    resp.queries = req.queries;
+    resp.to_vec().ok()
+}
+
+/// Whether the `dns-servfail=PERCENT` switch picks this query (the largest share when several
+/// values are on).
+fn draws_servfail(faults: &Faults) -> bool {
+    let share = faults
+        .values("dns-servfail")
+        .iter()
+        .filter_map(|v| crate::faults::values::parse_percent(v))
+        .fold(0.0, f64::max);
+    share > 0.0 && rand::random::<f64>() < share
+}
+
+/// The answer of the cluster DNS to one request: SERVFAIL when the switch draws it, else the
+/// zone's answer.
+fn answer(zone: &dyn Zone, faults: &Faults, cluster: bool, request: &[u8]) -> Option<Vec<u8>> {
+    if cluster && draws_servfail(faults) {
+        return servfail(request);
+    }
+    respond(zone, request)
+}
+
 /// A running DNS server: where it listens.
 #[derive(Debug, Clone, Copy)]
 pub struct DnsEndpoint {
@@ -59,8 +92,9 @@ pub struct DnsEndpoint {
 }
 
 /// Binds a DNS server for `zone` on `ip`, port 53 (or an ephemeral port if 53 cannot be bound),
-/// over UDP and TCP, until `cancel`. Queries are ignored (time out) while `faults` says DNS is
-/// stopped and `stoppable` is set.
+/// over UDP and TCP, until `cancel`. `stoppable` marks the cluster DNS: its queries are ignored
+/// (time out) while `faults` says DNS is stopped, and the `dns-servfail` share of them is
+/// answered SERVFAIL.
 pub async fn serve(
     ip: Ipv4Addr,
     zone: Arc<dyn Zone>,
@@ -102,7 +136,7 @@ pub async fn serve(
                 if stoppable && faults.dns_stopped() {
                     continue;
                 }
-                if let Some(out) = respond(zone.as_ref(), &buf[..n])
+                if let Some(out) = answer(zone.as_ref(), &faults, stoppable, &buf[..n])
                     && let Err(e) = udp.send_to(&out, peer).await
                 {
                     debug!(error = %e, %peer, "dns udp reply failed");
@@ -119,7 +153,7 @@ pub async fn serve(
             if stoppable && faults.dns_stopped() {
                 continue;
             }
-            let zone = zone.clone();
+            let (zone, faults) = (zone.clone(), faults.clone());
             tokio::spawn(async move {
                 loop {
                     let mut len = [0u8; 2];
@@ -130,7 +164,7 @@ pub async fn serve(
                     if conn.read_exact(&mut msg).await.is_err() {
                         return;
                     }
-                    let Some(out) = respond(zone.as_ref(), &msg) else {
+                    let Some(out) = answer(zone.as_ref(), &faults, stoppable, &msg) else {
                         return;
                     };
                     let Ok(l) = u16::try_from(out.len()) else { return };
@@ -171,5 +205,34 @@ mod tests {
         ));
         let r = Message::from_vec(&respond(&z, &q.to_vec().unwrap()).unwrap()).unwrap();
         assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
+    }
+
+    #[test]
+    fn servfail_share_of_the_cluster_dns() {
+        let z = zone(vec![svc("default", "kubernetes", "127.210.96.1")], vec![], vec![]);
+        let mut q = Message::query();
+        q.queries.push(Query::query(
+            Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap(),
+            RecordType::A,
+        ));
+        let q = q.to_vec().unwrap();
+        let code = |faults: &Faults, cluster: bool| {
+            let out = answer(&z, faults, cluster, &q).unwrap();
+            let r = Message::from_vec(&out).unwrap();
+            assert_eq!(r.queries.len(), 1, "the question is echoed");
+            r.metadata.response_code
+        };
+        let all = Faults::parse("dns-servfail=100%").unwrap();
+        assert_eq!(code(&all, true), ResponseCode::ServFail);
+        assert_eq!(
+            code(&all, false),
+            ResponseCode::NoError,
+            "the node resolver is not the cluster DNS"
+        );
+        let none = Faults::parse("dns-servfail=0%").unwrap();
+        assert_eq!(code(&none, true), ResponseCode::NoError);
+        let half = Faults::parse("dns-servfail=50").unwrap();
+        let failed = (0..400).filter(|_| code(&half, true) == ResponseCode::ServFail).count();
+        assert!((120..280).contains(&failed), "{failed} of 400");
     }
 }

@@ -525,7 +525,10 @@ fn seed_rootfs(kl: &Kubelet, rootfs: &std::path::Path, pod: &Pod, hostname: &str
                 for ns in &d.nameservers {
                     r.push_str(&format!("nameserver {ns}\n"));
                 }
-                r.push_str(&format!("options ndots:{}\n", d.ndots));
+                match d.attempts {
+                    Some(a) => r.push_str(&format!("options ndots:{} attempts:{a}\n", d.ndots)),
+                    None => r.push_str(&format!("options ndots:{}\n", d.ndots)),
+                }
                 write("etc/resolv.conf", r);
             }
             write("etc/hostname", format!("{hostname}\n"));

@@ -23,6 +23,10 @@ impl Kubelet {
     }
 
     fn emit(&self, ns: &str, obj: ObjectReference, type_: &str, reason: &str, message: &str) {
+        // A lost node (`node-lost`) reaches no API server.
+        if self.health.is_lost() {
+            return;
+        }
         let now = jiff::Timestamp::now();
         let base = obj.name.clone().unwrap_or_default();
         let key = format!(

@@ -1,5 +1,7 @@
 //! Image pulls: pull policy, pull credentials from imagePullSecrets, ErrImagePull and
-//! ImagePullBackOff. Separate because pulling talks to the registry model, not the runtime.
+//! ImagePullBackOff, and the `pull-fail-once` switch (the first pull of each image on each node
+//! meets a registry answering 503; the back-off retry succeeds). Separate because pulling
+//! talks to the registry model, not the runtime.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,6 +50,25 @@ async fn credential_hosts(kl: &Kubelet, pod: &Pod) -> Vec<String> {
         }
     }
     hosts
+}
+
+/// The error containerd gives when the registry answers its manifest request with 503 (the
+/// `pull-fail-once` switch fails the first pull of each image on each node so): the resolver's
+/// `unexpected status from HEAD request to URL: STATUS` (containerd 1.7
+/// `remotes/errors.ErrUnexpectedStatus`) wrapped as the CRI plugin wraps pull errors. Docker
+/// Hub references are fetched from `registry-1.docker.io`, as containerd does.
+fn registry_unavailable(r: &registry::ImageRef) -> String {
+    let key = r.full();
+    let host = if r.registry == "docker.io" {
+        "registry-1.docker.io"
+    } else {
+        r.registry.as_str()
+    };
+    let reference = r.digest.as_deref().unwrap_or(&r.tag);
+    format!(
+        "failed to pull and unpack image \"{key}\": failed to resolve reference \"{key}\": unexpected status from HEAD request to https://{host}/v2/{}/manifests/{reference}: 503 Service Unavailable",
+        r.repository
+    )
 }
 
 pub(super) async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, init: bool) -> Result<Arc<Image>, StartFailure> {
@@ -109,6 +130,10 @@ pub(super) async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, init: bool) ->
             "failed to pull and unpack image \"{image}\": failed to resolve reference \"{key}\": failed to do request: dial tcp {}:443: i/o timeout (registry unreachable from node {})",
             r.registry, kl.cfg.name
         ))
+    } else if kl.net.faults().is_on("pull-fail-once")
+        && kl.pull_failed_once.lock().expect("pull lock").insert(key.clone())
+    {
+        Err(registry_unavailable(&r))
     } else {
         registry::resolve(&image, kl.cfg.os, kl.cfg.windows_build.as_deref(), &creds).map_err(|e| e.to_string())
     };
@@ -169,5 +194,25 @@ pub(super) async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, init: bool) ->
                 message: e,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_503_from_the_registry_reads_as_containerd_reports_it() {
+        assert_eq!(
+            registry_unavailable(&registry::ImageRef::parse(
+                "registry.k8s.io/e2e-test-images/agnhost:2.53"
+            )),
+            "failed to pull and unpack image \"registry.k8s.io/e2e-test-images/agnhost:2.53\": failed to resolve reference \"registry.k8s.io/e2e-test-images/agnhost:2.53\": unexpected status from HEAD request to https://registry.k8s.io/v2/e2e-test-images/agnhost/manifests/2.53: 503 Service Unavailable"
+        );
+        let hub = registry_unavailable(&registry::ImageRef::parse("busybox"));
+        assert!(
+            hub.contains("https://registry-1.docker.io/v2/library/busybox/manifests/latest: 503 Service Unavailable"),
+            "{hub}"
+        );
     }
 }

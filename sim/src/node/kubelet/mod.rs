@@ -12,7 +12,8 @@
 //! app containers, active deadline), `volumes` (periodic volume resync), `restart` (one
 //! container's supervisor with CrashLoopBackOff), `image_pull`, `container` (creating and
 //! starting one container run), `hooks`, `probes`, `termination` (graceful stop), `status`
-//! (pod status computation and writing) and `exec` (exec and logs for the kubelet server).
+//! (pod status computation and writing), `exec` (exec and logs for the kubelet server) and
+//! `node_health` (the `node-flap` and `node-lost` switches as the kubelet lives them).
 //! This file keeps the configuration, the shared runtime state and [`start_node`].
 
 use std::collections::{BTreeMap, HashMap};
@@ -47,6 +48,7 @@ mod events;
 mod exec;
 mod hooks;
 mod image_pull;
+mod node_health;
 mod node_status;
 mod pod_worker;
 mod probes;
@@ -357,6 +359,10 @@ pub(crate) struct Kubelet {
     /// Recorded events by (namespace, object uid, field path, reason, message): name and count,
     /// so repeats bump `count` as the kubelet's event correlator does.
     events: Mutex<HashMap<String, (String, i32)>>,
+    /// The node's health under the `node-flap` and `node-lost` switches.
+    pub(crate) health: node_health::NodeHealth,
+    /// Images whose first pull already failed under `pull-fail-once`.
+    pull_failed_once: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Starts a kubelet: registers the Node, starts heartbeats, the kubelet HTTPS server on
@@ -378,6 +384,9 @@ pub async fn start_node(
         writer,
         watcher(Api::<Service>::all(client.clone()), watcher::Config::default()),
     )
+    // Without a backoff the watcher retries at once, thousands of times a second while the API
+    // server is down (`api-down`).
+    .default_backoff()
     .applied_objects()
     .boxed();
     let kl = Arc::new(Kubelet {
@@ -388,6 +397,8 @@ pub async fn start_node(
         services,
         started: Instant::now(),
         events: Mutex::new(HashMap::new()),
+        health: node_health::NodeHealth::new(),
+        pull_failed_once: Mutex::new(std::collections::HashSet::new()),
         cancel: cancel.child_token(),
         client,
         net,

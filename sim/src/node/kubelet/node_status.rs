@@ -1,9 +1,11 @@
 //! The Node object: registration with its capacity, allocatable, addresses, conditions and
-//! system info, the periodic status heartbeat and the Lease in `kube-node-lease`. Separate
-//! because it is about the node itself, not about any pod.
+//! system info, the periodic status heartbeat and the Lease in `kube-node-lease` (both of which
+//! follow the node's health under the node switches, `node_health`). Separate because it is
+//! about the node itself, not about any pod.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
@@ -13,11 +15,12 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference, Time};
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::addr::KUBELET_PORT;
 use crossconf_model::os::{self, Os};
 
+use super::node_health::{Change, HEALTH_TICK};
 use super::{KUBELET_VERSION, Kubelet, KubeletError, RUNTIME_VERSION};
 
 fn q(s: impl Into<String>) -> Quantity {
@@ -58,6 +61,7 @@ impl Kubelet {
         let now = Time(jiff::Timestamp::now());
         let since =
             Time(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(self.started.elapsed().as_secs() as i64));
+        let ready = self.health.ready_condition(Instant::now());
         let cond = |t: &str, s: &str, reason: &str, msg: &str| NodeCondition {
             type_: t.into(),
             status: s.into(),
@@ -138,7 +142,14 @@ impl Kubelet {
                     "KubeletHasSufficientPID",
                     "kubelet has sufficient PID available",
                 ),
-                cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+                NodeCondition {
+                    type_: "Ready".into(),
+                    status: ready.status.into(),
+                    reason: Some(ready.reason.into()),
+                    message: Some(ready.message),
+                    last_heartbeat_time: Some(now.clone()),
+                    last_transition_time: Some(Time(ready.since)),
+                },
             ]),
             addresses: Some(vec![
                 NodeAddress {
@@ -210,13 +221,48 @@ impl Kubelet {
     }
 }
 
+/// Posts the node's status every `node_status` period of the profile, and at once when a
+/// node switch changes its health (see [`super::node_health`]): the Ready condition flips at
+/// the start and end of a flap episode, with upstream's `NodeNotReady`/`NodeReady` events, and
+/// a lost node stops posting for good.
 pub(super) async fn heartbeat(kl: Arc<Kubelet>) {
     let api: Api<Node> = Api::all(kl.client.clone());
+    let mut posted = Instant::now();
     loop {
         tokio::select! {
             _ = kl.cancel.cancelled() => return,
-            _ = tokio::time::sleep(kl.cfg.profile.node_status()) => {}
+            _ = tokio::time::sleep(HEALTH_TICK) => {}
         }
+        let change = kl.health.evaluate(kl.net.faults(), &kl.cfg.name, Instant::now());
+        match change {
+            Change::Lost => {
+                kl.net.dialer().set_node_lost(&kl.cfg.name, true);
+                info!(node = %kl.cfg.name, "node lost (node-lost): no more status, Lease or pod work; its pods are unreachable");
+                return;
+            }
+            Change::RuntimeDown => {
+                info!(node = %kl.cfg.name, "container runtime not answering (node-flap): posting NotReady");
+                kl.node_event(
+                    "Normal",
+                    "NodeNotReady",
+                    &format!("Node {} status is now: NodeNotReady", kl.cfg.name),
+                );
+            }
+            Change::RuntimeUp => {
+                info!(node = %kl.cfg.name, "container runtime answers again: posting Ready");
+                kl.node_event(
+                    "Normal",
+                    "NodeReady",
+                    &format!("Node {} status is now: NodeReady", kl.cfg.name),
+                );
+            }
+            Change::None => {
+                if posted.elapsed() < kl.cfg.profile.node_status() {
+                    continue;
+                }
+            }
+        }
+        posted = Instant::now();
         let patch = serde_json::json!({ "status": kl.node_status() });
         if let Err(e) = api
             .patch_status(&kl.cfg.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -257,6 +303,10 @@ pub(super) async fn lease_loop(kl: Arc<Kubelet>) {
                 ..Default::default()
             }),
         };
+        // A lost node renews nothing.
+        if kl.health.is_lost() {
+            return;
+        }
         let r = match api.get_opt(&kl.cfg.name).await {
             Ok(Some(_)) => {
                 let patch = serde_json::json!({"spec": {"holderIdentity": kl.cfg.name, "leaseDurationSeconds": 40, "renewTime": lease.spec.as_ref().and_then(|s| s.renew_time.clone())}});
@@ -272,6 +322,7 @@ pub(super) async fn lease_loop(kl: Arc<Kubelet>) {
         }
         tokio::select! {
             _ = kl.cancel.cancelled() => return,
+            _ = kl.health.lost().cancelled() => return,
             _ = tokio::time::sleep(kl.cfg.profile.lease_renew()) => {}
         }
     }

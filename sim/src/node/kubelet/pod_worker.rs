@@ -34,6 +34,19 @@ pub(super) async fn pod_watch(kl: Arc<Kubelet>) {
             _ = kl.cancel.cancelled() => break,
             ev = stream.next() => match ev { Some(e) => e, None => break },
         };
+        // While the runtime does not answer (`node-flap`) the kubelet skips pod
+        // synchronisation: pods bound or deleted meanwhile wait for the episode to end.
+        if kl.health.runtime_down() {
+            tokio::select! {
+                _ = kl.cancel.cancelled() => break,
+                () = kl.health.wait_runtime_up() => {}
+                _ = kl.health.lost().cancelled() => {}
+            }
+        }
+        // A lost node starts no pod and acts on no deletion: its pods run on, unreachable.
+        if kl.health.is_lost() {
+            continue;
+        }
         match ev {
             Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => on_pod(&kl, p),
             Ok(watcher::Event::Delete(p)) => {
@@ -149,8 +162,21 @@ async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
             }),
             ..Default::default()
         };
-        if let Err(e) = api.delete(&rt.name, &dp).await {
-            debug!(pod = %rt.name, error = %e, "final pod delete failed");
+        // The kubelet's status manager keeps trying on every sync until the API server takes
+        // the final delete (a 500 or a refused connection must not strand the pod, and with it
+        // its namespace, in Terminating); a 404 or a UID precondition conflict means it is done.
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match api.delete(&rt.name, &dp).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => break,
+                Err(e) => debug!(pod = %rt.name, error = %e, "final pod delete failed; retrying"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = kl.cancel.cancelled() => break,
+            }
+            delay = (delay * 2).min(Duration::from_secs(5));
         }
     }
     rt.gone.cancel();

@@ -1,5 +1,6 @@
 //! The pod status: computing `status` (phase, conditions, container statuses, IPs, QoS
-//! class) from the runtime state and writing it whenever the pod changes. Separate because it
+//! class) from the runtime state and writing it whenever the pod changes or the API's copy
+//! disagrees on a kubelet-owned condition (the status manager's reconcile). Separate because it
 //! is a pure view of the state every other part updates.
 
 use std::sync::Arc;
@@ -156,6 +157,24 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
     status
 }
 
+/// Whether the API's copy of the pod disagrees with the kubelet on a condition the kubelet
+/// owns (someone else, such as the node lifecycle controller's `MarkPodsNotReady`, changed
+/// it): the status manager's `needsReconcile`, after which it writes its own status again.
+fn needs_reconcile(api: &Pod, status: &serde_json::Value) -> bool {
+    let Some(ours) = status["conditions"].as_array() else {
+        return false;
+    };
+    let theirs = api.status.as_ref().and_then(|s| s.conditions.as_ref());
+    ours.iter().any(|c| {
+        let (Some(t), Some(s)) = (c["type"].as_str(), c["status"].as_str()) else {
+            return false;
+        };
+        theirs
+            .and_then(|cs| cs.iter().find(|x| x.type_ == t))
+            .is_none_or(|x| x.status != s)
+    })
+}
+
 fn qos_class(pod: &Pod) -> &'static str {
     let spec = pod.spec.clone().unwrap_or_default();
     let mut any = false;
@@ -193,8 +212,12 @@ pub(super) async fn status_writer(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
             _ = tokio::time::sleep(Duration::from_secs(5)) => {}
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
+        // A lost node posts nothing more.
+        if kl.health.is_lost() {
+            continue;
+        }
         let status = build_status(&kl, &rt);
-        if status == last {
+        if status == last && !needs_reconcile(&rt.pod(), &status) {
             continue;
         }
         match api
@@ -220,6 +243,21 @@ pub(super) async fn status_writer(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+    #[test]
+    fn a_status_changed_by_someone_else_is_reconciled() {
+        let ours = serde_json::json!({"conditions": [
+            {"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}]});
+        let api = |ready: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({"status": {"conditions": [
+                {"type": "Ready", "status": ready}, {"type": "ContainersReady", "status": "True"},
+                {"type": "DisruptionTarget", "status": "True"}]}}))
+            .unwrap()
+        };
+        assert!(!needs_reconcile(&api("True"), &ours));
+        assert!(needs_reconcile(&api("False"), &ours), "MarkPodsNotReady is undone");
+        assert!(needs_reconcile(&Pod::default(), &ours));
+    }
 
     #[test]
     fn qos_classes() {

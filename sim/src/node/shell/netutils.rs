@@ -133,6 +133,14 @@ impl Interp {
                     self.err(io, &format!("*** UnKnown can't find {name}: Non-existent domain"));
                     1
                 }
+                Err(ResolveError::ServFail { .. }) => {
+                    // Windows nslookup names DNS_ERROR_RCODE_SERVER_FAILURE "Server failed".
+                    self.line(io, "Server:  UnKnown");
+                    self.line(io, &format!("Address:  {first}"));
+                    self.line(io, "");
+                    self.err(io, &format!("*** UnKnown can't find {name}: Server failed"));
+                    1
+                }
                 Err(ResolveError::NoServers) => {
                     self.err(io, "DNS request timed out.");
                     self.err(io, "    timeout was 2 seconds.");
@@ -161,6 +169,14 @@ impl Interp {
                     self.line(io, &format!("Address:\t{first}:53"));
                     self.line(io, "");
                     self.err(io, &format!("** server can't find {name}: NXDOMAIN"));
+                    1
+                }
+                Err(ResolveError::ServFail { .. }) => {
+                    // busybox prints the RCODE's name after retrying the SERVFAIL itself.
+                    self.line(io, &format!("Server:\t\t{first}"));
+                    self.line(io, &format!("Address:\t{first}:53"));
+                    self.line(io, "");
+                    self.err(io, &format!("** server can't find {name}: SERVFAIL"));
                     1
                 }
                 Err(ResolveError::NoServers) => {

@@ -451,7 +451,16 @@ async fn ps_command(it: &mut Interp, stage: &str, io: &Io) -> i32 {
                     0
                 }
                 Err(e) => {
-                    it.err(io, &format!("Resolve-DnsName : {name} : DNS name does not exist ({e})"));
+                    // The Win32 messages of DNS_ERROR_RCODE_NAME_ERROR (9003) and
+                    // DNS_ERROR_RCODE_SERVER_FAILURE (9002), and of a timeout (1460).
+                    let why = match e {
+                        crate::node::dns::ResolveError::NotFound { .. } => "DNS name does not exist",
+                        crate::node::dns::ResolveError::ServFail { .. } => "DNS server failure",
+                        crate::node::dns::ResolveError::NoServers => {
+                            "This operation returned because the timeout period expired"
+                        }
+                    };
+                    it.err(io, &format!("Resolve-DnsName : {name} : {why} ({e})"));
                     1
                 }
             }

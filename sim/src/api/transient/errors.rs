@@ -1,5 +1,5 @@
-//! Transient API errors (`--faults api-errors=CODE:PERCENT`): the trouble a nightly job meets
-//! from a real API server now and then, answered before the request is processed.
+//! `api-errors=[CODE:]PERCENT`: the error answers a nightly job meets from a real API server now
+//! and then, given before the request is processed.
 //!
 //! Each code is answered the way kube-apiserver 1.33 answers it, so clients see what they would
 //! see from a real cluster:
@@ -20,15 +20,13 @@
 //! upstream's max-in-flight and timeout filters exempt them, and cut watches are their own
 //! switch. Each request draws once against each configured code, in the order given.
 
-use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rand::Rng;
 use serde_json::json;
 
-use super::error::ApiError;
-use super::state::AppState;
+use crate::api::error::ApiError;
+use crate::faults::Faults;
 use crate::faults::values::parse_api_errors;
 
 /// The fault switch's name.
@@ -44,26 +42,6 @@ pub struct Rate {
     pub code: u16,
     /// The share of requests answered with it, from 0 to 1.
     pub share: f64,
-}
-
-/// Whether upstream treats the request as long-running (exempt from in-flight limits and the
-/// request timeout).
-pub(crate) fn long_running(req: &Request) -> bool {
-    let path = req.uri().path();
-    let query = req.uri().query().unwrap_or("");
-    let flag = |name: &str| {
-        query
-            .split('&')
-            .any(|kv| kv == name || kv == format!("{name}=true") || kv == format!("{name}=1"))
-    };
-    path.starts_with("/api/v1/watch/")
-        || path.contains("/watch/")
-        || flag("watch")
-        || ["/exec", "/attach", "/portforward", "/proxy"]
-            .iter()
-            .any(|s| path.ends_with(s))
-        || path.contains("/proxy/")
-        || (path.ends_with("/log") && flag("follow"))
 }
 
 /// The response for `code`, as upstream writes it.
@@ -107,19 +85,20 @@ pub fn response(code: u16) -> Response {
     }
 }
 
-/// The middleware: answers a configured share of requests with their code, passes the rest on.
-pub async fn inject(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let values = st.cfg.faults.values(SWITCH);
-    if !values.is_empty() && !long_running(&req) {
-        let mut rng = rand::rng();
-        for rate in values.iter().filter_map(|v| parse_api_errors(v)).flatten() {
-            if rng.random::<f64>() < rate.share {
-                tracing::debug!(code = rate.code, path = %req.uri().path(), "transient API error injected");
-                return response(rate.code);
-            }
-        }
+/// The response for this request, when a configured code's draw picks it.
+pub(super) fn draw(faults: &Faults, path: &str) -> Option<Response> {
+    let values = faults.values(SWITCH);
+    if values.is_empty() {
+        return None;
     }
-    next.run(req).await
+    let mut rng = rand::rng();
+    let rate = values
+        .iter()
+        .filter_map(|v| parse_api_errors(v))
+        .flatten()
+        .find(|rate| rng.random::<f64>() < rate.share)?;
+    tracing::debug!(code = rate.code, %path, "transient API error injected");
+    Some(response(rate.code))
 }
 
 #[cfg(test)]
@@ -127,8 +106,9 @@ mod tests {
     use super::*;
     use crate::addr::AddressBlock;
     use crate::api::handler::router;
-    use crate::api::state::StateConfig;
+    use crate::api::state::{AppState, StateConfig};
     use axum::body::{Body, to_bytes};
+    use axum::extract::Request;
     use tower::ServiceExt;
 
     async fn call(faults: &str, uri: &str) -> (u16, Option<String>, String) {

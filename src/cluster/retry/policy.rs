@@ -1,0 +1,192 @@
+//! What may be retried, and when: the request's kind decides what a failure may have done.
+//!
+//! A failure is either *clean* (the server did not act: 429, 503 and a refused connection) or
+//! *ambiguous* (500, 502, 504 or a connection lost after the request went out: the change may
+//! have been stored; kube-apiserver's "etcdserver: request timed out" often is). Clean failures
+//! are retried for every method. Ambiguous ones only when a replay cannot do harm or its
+//! outcome can be read back:
+//! - reads (GET, HEAD, OPTIONS) and replaces (PUT) replay as they are;
+//! - merge, strategic-merge and apply patches set fields to values, so a replay is a no-op;
+//!   JSON patches (`add`/`remove` operations) are not, and are never replayed;
+//! - a DELETE whose replay answers 404 Not Found was done by the first attempt;
+//! - a create with a name (`metadata.name`, not `generateName`) whose replay is refused (409
+//!   AlreadyExists, or 403 from a quota the first attempt's object now fills) was stored by the
+//!   first attempt if the object can be read back, and that object is returned;
+//! - anything else (subresource POSTs such as evictions, creates with `generateName`) is not
+//!   replayed after an ambiguous failure.
+
+use std::time::Duration;
+
+use http::{Method, StatusCode, header};
+
+/// How long a request keeps being retried after its first attempt: long enough to ride out an
+/// API server restart (kubeadm's static pod restarts in 20–40 s), short enough that a server
+/// that stays down fails the case that needed it.
+pub const RETRY_BUDGET: Duration = Duration::from_secs(60);
+
+/// The delay before retry number `n` (1-based): 200 ms doubling, capped at 5 s.
+pub fn backoff(n: u32) -> Duration {
+    let ms = 200u64.saturating_mul(1u64 << n.saturating_sub(1).min(10));
+    Duration::from_millis(ms.min(5_000))
+}
+
+/// The server's `Retry-After` in seconds, capped at 10 s (client-go honours it the same way).
+pub fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let secs: u64 = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim().parse().ok()?;
+    Some(Duration::from_secs(secs.min(10)))
+}
+
+/// What a request does, as far as replaying it is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// GET, HEAD, OPTIONS, PUT, and merge/strategic/apply patches: replays are harmless.
+    Replayable,
+    /// DELETE: a replay may answer 404 because the first attempt deleted it.
+    Delete,
+    /// POST to a collection of an object with a fixed name: a replay may answer 409.
+    Create {
+        /// The object's URL (the collection's path plus the name).
+        object_path: String,
+    },
+    /// Everything else (JSON patches, subresource POSTs, generateName creates).
+    Once,
+}
+
+/// Classifies a request from its method, path, content type and (for a POST) body.
+pub fn classify(method: &Method, path: &str, content_type: Option<&str>, body: &[u8]) -> Kind {
+    match *method {
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT => Kind::Replayable,
+        Method::DELETE => Kind::Delete,
+        Method::PATCH => {
+            let ct = content_type.unwrap_or("");
+            if ct.starts_with("application/merge-patch+json")
+                || ct.starts_with("application/strategic-merge-patch+json")
+                || ct.starts_with("application/apply-patch")
+            {
+                Kind::Replayable
+            } else {
+                Kind::Once
+            }
+        }
+        Method::POST if is_collection(path) => match created_name(body) {
+            Some(name) => Kind::Create {
+                object_path: format!("{}/{name}", path.trim_end_matches('/')),
+            },
+            None => Kind::Once,
+        },
+        _ => Kind::Once,
+    }
+}
+
+/// Whether `path` names a resource collection (`/api/v1/namespaces`,
+/// `/api/v1/namespaces/NS/pods`, `/apis/G/V/RESOURCE`), not an object or a subresource.
+fn is_collection(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segments.as_slice() {
+        ["api", _version, rest @ ..] => rest,
+        ["apis", _group, _version, rest @ ..] => rest,
+        _ => return false,
+    };
+    matches!(rest, [_] | ["namespaces", _, _])
+}
+
+fn created_name(body: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    value["metadata"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+}
+
+/// Whether a failure with this answer is clean (not acted on), ambiguous, or final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The server did not act on the request.
+    Clean,
+    /// The server may have acted on it.
+    Ambiguous,
+}
+
+/// How a response status counts: `None` is a final answer (success or a real error).
+pub fn status_failure(status: StatusCode) -> Option<Failure> {
+    match status {
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Some(Failure::Clean),
+        StatusCode::INTERNAL_SERVER_ERROR | StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => {
+            Some(Failure::Ambiguous)
+        }
+        _ => None,
+    }
+}
+
+/// Whether a request of `kind` may be replayed after `failure`.
+pub fn may_replay(kind: &Kind, failure: Failure) -> bool {
+    failure == Failure::Clean || !matches!(kind, Kind::Once)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff(1), Duration::from_millis(200));
+        assert_eq!(backoff(2), Duration::from_millis(400));
+        assert_eq!(backoff(10), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn creates_with_a_name_are_recognised() {
+        let named = br#"{"metadata":{"name":"web"}}"#;
+        let generated = br#"{"metadata":{"generateName":"web-"}}"#;
+        assert_eq!(
+            classify(&Method::POST, "/api/v1/namespaces/ns1/pods", None, named),
+            Kind::Create {
+                object_path: "/api/v1/namespaces/ns1/pods/web".into()
+            }
+        );
+        assert_eq!(
+            classify(
+                &Method::POST,
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                None,
+                named
+            ),
+            Kind::Create {
+                object_path: "/apis/rbac.authorization.k8s.io/v1/clusterroles/web".into()
+            }
+        );
+        assert_eq!(
+            classify(&Method::POST, "/api/v1/namespaces/ns1/pods", None, generated),
+            Kind::Once
+        );
+        assert_eq!(
+            classify(&Method::POST, "/api/v1/namespaces/ns1/pods/web/eviction", None, named),
+            Kind::Once
+        );
+    }
+
+    #[test]
+    fn patches_replay_unless_json_patch() {
+        for (ct, kind) in [
+            ("application/merge-patch+json", Kind::Replayable),
+            ("application/strategic-merge-patch+json", Kind::Replayable),
+            ("application/apply-patch+yaml", Kind::Replayable),
+            ("application/json-patch+json", Kind::Once),
+        ] {
+            assert_eq!(
+                classify(&Method::PATCH, "/api/v1/namespaces/a/pods/b", Some(ct), b""),
+                kind
+            );
+        }
+    }
+
+    #[test]
+    fn ambiguous_failures_are_replayed_only_when_safe() {
+        let once = Kind::Once;
+        assert!(may_replay(&once, Failure::Clean));
+        assert!(!may_replay(&once, Failure::Ambiguous));
+        assert!(may_replay(&Kind::Delete, Failure::Ambiguous));
+        assert_eq!(status_failure(StatusCode::CONFLICT), None);
+        assert_eq!(status_failure(StatusCode::GATEWAY_TIMEOUT), Some(Failure::Ambiguous));
+    }
+}

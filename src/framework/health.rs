@@ -1,0 +1,110 @@
+//! What outside a case can make it fail: a node that is not Ready, transient API trouble.
+//!
+//! A case that fails because its node went away, or while the API server was restarting, must
+//! say so, or whoever reads the dashboard chases a product bug that is not there. These helpers
+//! turn both into a clause appended to a failure message.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::ListParams;
+use kube::runtime::{WatchStreamExt, watcher};
+
+/// Appends what the API client met since `since` (an outage, retried answers), if anything, so
+/// a timeout caused by a transient fault says so.
+pub fn with_transient_note(mut message: String, since: Instant) -> String {
+    if let Some(note) = crate::cluster::retry::journal().summary_since(since) {
+        message.push_str(&format!("; meanwhile: {note}"));
+    }
+    message
+}
+
+/// Kubelets renew their Lease every 10 s (a quarter of its 40 s duration).
+const LEASE_RENEW: std::time::Duration = std::time::Duration::from_secs(10);
+/// A Lease this stale means the kubelet missed two renewals: the node is silent. The node
+/// lifecycle controller only marks it Unknown after its grace period (50 s); a failure in
+/// between is still the node's doing.
+const LEASE_SILENT: std::time::Duration = std::time::Duration::from_secs(22);
+
+/// `Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)` when node `name`'s
+/// Ready condition is not True; `silent: Lease not renewed for 23 s` when its kubelet stopped
+/// renewing its Lease (a Lease older than one renewal is watched until it is renewed or has
+/// missed two); `None` when the node is Ready and renewing, or cannot be read.
+pub async fn node_not_ready(client: &kube::Client, name: &str) -> Option<String> {
+    let api: Api<Node> = Api::all(client.clone());
+    let node = api.get_opt(name).await.ok()??;
+    let ready = node.status?.conditions?.into_iter().find(|c| c.type_ == "Ready")?;
+    if ready.status != "True" {
+        return Some(format!(
+            "Ready={} ({}: {})",
+            ready.status,
+            ready.reason.unwrap_or_default(),
+            ready.message.unwrap_or_default()
+        ));
+    }
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let renewed = leases.get_opt(name).await.ok()??.spec?.renew_time?.0;
+    let age = |at: jiff::Timestamp| {
+        std::time::Duration::try_from(jiff::Timestamp::now().duration_since(at)).unwrap_or_default()
+    };
+    let stale = age(renewed);
+    if stale <= LEASE_RENEW + std::time::Duration::from_secs(1) {
+        return None;
+    }
+    let renewed_since = move |l: Option<&Lease>| {
+        l.and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.renew_time.as_ref())
+            .is_some_and(|t| t.0 > renewed)
+    };
+    let within = LEASE_SILENT.saturating_sub(stale);
+    let mut stream = watcher::watch_object(leases, name).default_backoff().boxed();
+    let renewed_again = tokio::time::timeout(within, async {
+        while let Some(event) = stream.next().await {
+            if let Ok(lease) = event
+                && renewed_since(lease.as_ref())
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    (!renewed_again).then(|| {
+        format!(
+            "silent: Lease not renewed for {:.0} s (kubelets renew every {} s)",
+            age(renewed).as_secs_f64(),
+            LEASE_RENEW.as_secs()
+        )
+    })
+}
+
+/// `; pods on nodes in trouble: web-0 on win-2 (Ready=Unknown (…))` for the pods of
+/// namespace `ns`, or an empty string when every node they run on is Ready.
+pub async fn unready_nodes_note(client: &kube::Client, ns: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let Ok(list) = pods.list(&ListParams::default()).await else {
+        return String::new();
+    };
+    let mut by_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for pod in list.items {
+        if let (Some(name), Some(node)) = (pod.metadata.name, pod.spec.and_then(|s| s.node_name)) {
+            by_node.entry(node).or_default().push(name);
+        }
+    }
+    let mut parts = Vec::new();
+    for (node, pods) in by_node {
+        if let Some(trouble) = node_not_ready(client, &node).await {
+            parts.push(format!("{} on {node} ({trouble})", pods.join(", ")));
+        }
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; pods on nodes in trouble: {}", parts.join("; "))
+    }
+}

@@ -1,0 +1,230 @@
+//! The fault matrix: the nightly Windows suite's parallel part, run as a nightly job runs it
+//! (`crossconf run --kubeconfig` against `crossconf sim`, each in its own process), once on a
+//! healthy simulated cluster and once under each transient fault switch, then under all of them
+//! at once. A run must ride out transient trouble: for every configuration the test asserts
+//! - every planned case has a result in the JUnit file, and the file is valid;
+//! - no case fails that passes on the healthy cluster (flake attempts are off, so a retry
+//!   cannot hide one);
+//! - no panic and no ERROR line in the run's or the simulator's log;
+//! - no namespace and no cluster-scoped object with the run-id label is left behind.
+//!
+//! The slice is the suite's parallel part without the cases that take over 30 s on the fast
+//! profile (CronJob schedules, restart-count waits: `tests/fixtures/durations/e2e.tsv`), which
+//! still spans every area. Configurations run a few at a time, each on its own cluster;
+//! `CROSSCONF_MATRIX_PARALLEL` sets how many (default 4); `CROSSCONF_MATRIX_ONLY=api-down,watch-cut`
+//! runs the healthy configuration and those whose label starts with one of the words. The table
+//! printed at the end is the one in the README. Each configuration's logs and JUnit file are kept
+//! in `target/tmp/fault-matrix/LABEL/`.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use support::run_check::{
+    crossconf, failure_messages, leftovers, log_problems, planned, read_junit, retrying_client, selection_args,
+};
+use support::sim_process::SimProcess;
+
+/// Each configuration: a label for the table and its `--faults` spec (empty: healthy).
+const CONFIGS: &[(&str, &str)] = &[
+    ("none", ""),
+    ("api-errors=5%", "api-errors=5%"),
+    ("conn-reset=2%", "conn-reset=2%"),
+    ("api-latency=3s", "api-latency=3s"),
+    ("api-down=4s/30s", "api-down=4s/30s"),
+    ("watch-cut=5s", "watch-cut=5s"),
+    ("node-flap=win-1:5s/40s", "node-flap=win-1:5s/40s"),
+    ("pull-fail-once", "pull-fail-once"),
+    ("dns-servfail=10%", "dns-servfail=10%"),
+    ("all together", ALL),
+];
+
+/// Every transient switch at once, at the rates above (the README's example).
+const ALL: &str = "api-errors=5%,conn-reset=2%,api-latency=3s,api-down=4s/30s,watch-cut=5s,\
+                   node-flap=win-1:5s/40s,pull-fail-once,dns-servfail=10%";
+
+/// One configuration's outcome.
+#[derive(Debug, Default)]
+struct Outcome {
+    label: String,
+    results: BTreeMap<String, String>,
+    junit_problem: Option<String>,
+    log_problems: Vec<String>,
+    leaked: Vec<String>,
+    wall: Duration,
+}
+
+impl Outcome {
+    fn count(&self, state: &str) -> usize {
+        self.results.values().filter(|s| *s == state).count()
+    }
+}
+
+fn run_config(label: &str, faults: &str, planned: &BTreeSet<String>) -> Outcome {
+    let t0 = Instant::now();
+    let mut sim_args = vec![];
+    if !faults.is_empty() {
+        sim_args.extend(["--faults", faults]);
+    }
+    let sim = SimProcess::start(&sim_args, Duration::from_secs(90));
+    let reports = tempfile::tempdir().unwrap();
+    let out = crossconf()
+        .args(["run", "--kubeconfig"])
+        .arg(&sim.kubeconfig)
+        .args(selection_args())
+        .args([
+            "--parallel",
+            "16",
+            "--flake-attempts",
+            "1",
+            "--no-progress",
+            "--report-dir",
+        ])
+        .arg(reports.path())
+        .env("CI", "true")
+        .env_remove("CROSSCONF_LOG")
+        .output()
+        .unwrap();
+    let junit = reports.path().join("junit_01.xml");
+    let mut outcome = Outcome {
+        label: label.to_string(),
+        ..Default::default()
+    };
+    match read_junit(&junit) {
+        Ok(results) => outcome.results = results,
+        Err(e) => outcome.junit_problem = Some(e),
+    }
+    let missing: Vec<_> = planned.iter().filter(|c| !outcome.results.contains_key(*c)).collect();
+    if !missing.is_empty() && outcome.junit_problem.is_none() {
+        outcome.junit_problem = Some(format!(
+            "{} planned cases have no result, e.g. {:?}; run: {}",
+            missing.len(),
+            missing.iter().take(3).collect::<Vec<_>>(),
+            support::sim_process::describe(&out)
+        ));
+    }
+    outcome.log_problems = log_problems("run", &String::from_utf8_lossy(&out.stderr));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    outcome.leaked = runtime.block_on(async {
+        // Through the harness's retrying client: the faults are still on.
+        leftovers(retrying_client(&sim.kubeconfig).await).await
+    });
+    let sim_log_path = sim.log.clone();
+    drop(sim);
+    let sim_log = std::fs::read_to_string(&sim_log_path).unwrap_or_default();
+    // Kept for whoever reads a red matrix: target/fault-matrix/LABEL/{sim.log,run.log,junit_01.xml}.
+    let keep = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("fault-matrix")
+        .join(label.replace(['/', ' '], "_"));
+    let _ = std::fs::create_dir_all(&keep);
+    let _ = std::fs::write(keep.join("sim.log"), &sim_log);
+    let _ = std::fs::write(keep.join("run.log"), [&out.stdout[..], &out.stderr[..]].concat());
+    let _ = std::fs::copy(&junit, keep.join("junit_01.xml"));
+    outcome.log_problems.extend(log_problems("sim", &sim_log));
+    outcome.wall = t0.elapsed();
+    // Failure messages help whoever reads a red matrix.
+    for (case, message) in failure_messages(&junit) {
+        eprintln!("[{label}] FAILED {case}: {message}");
+    }
+    outcome
+}
+
+#[test]
+fn transient_faults_fail_no_case_that_passes_without_them() {
+    let planned = planned();
+    assert!(
+        planned.len() >= 60,
+        "the slice has {} cases; at least 60 wanted",
+        planned.len()
+    );
+    let parallel: usize = std::env::var("CROSSCONF_MATRIX_PARALLEL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
+        .max(1);
+    let only: Option<Vec<String>> = std::env::var("CROSSCONF_MATRIX_ONLY")
+        .ok()
+        .map(|v| v.split(',').map(|w| w.trim().to_string()).collect());
+    // Reversed, so popping takes them in table order: the healthy run first.
+    let queue: Vec<_> = CONFIGS
+        .iter()
+        .rev()
+        .filter(|(label, _)| {
+            *label == "none"
+                || only
+                    .as_ref()
+                    .is_none_or(|o| o.iter().any(|w| label.starts_with(w.as_str())))
+        })
+        .collect();
+    let queue = Mutex::new(queue);
+    let outcomes = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..parallel {
+            s.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap().pop();
+                    let Some((label, faults)) = next else { break };
+                    let outcome = run_config(label, faults, &planned);
+                    outcomes.lock().unwrap().push(outcome);
+                }
+            });
+        }
+    });
+    let mut outcomes = outcomes.into_inner().unwrap();
+    outcomes.sort_by_key(|o| CONFIGS.iter().position(|(l, _)| *l == o.label));
+    let baseline = outcomes.iter().find(|o| o.label == "none").expect("the healthy run");
+    let passing: BTreeSet<&String> = baseline
+        .results
+        .iter()
+        .filter(|(_, s)| *s == "passed")
+        .map(|(n, _)| n)
+        .collect();
+    let mut table = String::from(
+        "| fault | cases | passed | failed | failed only under the fault | leaked | wall |\n|---|---|---|---|---|---|---|\n",
+    );
+    let mut problems = Vec::new();
+    for o in &outcomes {
+        let regressions: Vec<&String> = o
+            .results
+            .iter()
+            .filter(|(n, s)| *s != "passed" && *s != "skipped" && passing.contains(n))
+            .map(|(n, _)| n)
+            .collect();
+        table.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {:.0} s |\n",
+            o.label,
+            o.results.len(),
+            o.count("passed"),
+            o.count("failure") + o.count("error"),
+            regressions.len(),
+            o.leaked.len(),
+            o.wall.as_secs_f64()
+        ));
+        if let Some(p) = &o.junit_problem {
+            problems.push(format!("[{}] JUnit: {p}", o.label));
+        }
+        for r in &regressions {
+            problems.push(format!("[{}] fails only under the fault: {r}", o.label));
+        }
+        for p in &o.log_problems {
+            problems.push(format!("[{}] log: {p}", o.label));
+        }
+        if !o.leaked.is_empty() {
+            problems.push(format!("[{}] left behind: {:?}", o.label, o.leaked));
+        }
+    }
+    println!("\n{table}");
+    eprintln!("\n{table}");
+    assert!(
+        !passing.is_empty(),
+        "the healthy run passed nothing: {:?}",
+        baseline.junit_problem
+    );
+    assert!(problems.is_empty(), "{}\n{table}", problems.join("\n"));
+}
