@@ -23,9 +23,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use support::run_check::{
-    crossconf, failure_messages, leftovers, log_problems, planned, read_junit, retrying_client, selection_args,
-};
+use support::run_check::{failure_messages, leftovers, log_problems, planned, read_junit, retrying_client, run_slice};
 use support::sim_process::SimProcess;
 
 /// Each configuration: a label for the table and its `--faults` spec (empty: healthy).
@@ -71,23 +69,7 @@ fn run_config(label: &str, faults: &str, planned: &BTreeSet<String>) -> Outcome 
     }
     let sim = SimProcess::start(&sim_args, Duration::from_secs(90));
     let reports = tempfile::tempdir().unwrap();
-    let out = crossconf()
-        .args(["run", "--kubeconfig"])
-        .arg(&sim.kubeconfig)
-        .args(selection_args())
-        .args([
-            "--parallel",
-            "16",
-            "--flake-attempts",
-            "1",
-            "--no-progress",
-            "--report-dir",
-        ])
-        .arg(reports.path())
-        .env("CI", "true")
-        .env_remove("CROSSCONF_LOG")
-        .output()
-        .unwrap();
+    let out = run_slice(&sim.kubeconfig, reports.path(), &[]);
     let junit = reports.path().join("junit_01.xml");
     let mut outcome = Outcome {
         label: label.to_string(),

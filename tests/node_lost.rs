@@ -2,7 +2,7 @@
 //! status, the node lifecycle controller marks it `Ready=Unknown` after its grace period (50 s,
 //! upstream's default) and taints it unreachable, and its pods can no longer be reached.
 //!
-//! The nightly slice runs against it (`crossconf run --kubeconfig`, a per-case timeout of 100 s
+//! The nightly slice runs against it (`crossconf run --kubeconfig`, a per-case timeout of 60 s
 //! so that stranded cases end well after the node is marked Unknown). The test asserts:
 //! - some cases fail (those whose pods went to win-2), and every failure names win-2 and its
 //!   `Ready=Unknown` condition (or, before the controller noticed, its Lease no longer renewed),
@@ -16,9 +16,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::run_check::{
-    crossconf, failure_messages, leftovers, planned, read_junit, retrying_client, selection_args,
-};
+use support::run_check::{failure_messages, leftovers, planned, read_junit, retrying_client, run_slice};
 use support::sim_process::SimProcess;
 
 const LOST: &str = "win-2";
@@ -26,28 +24,10 @@ const LOST: &str = "win-2";
 #[test]
 fn a_node_lost_for_good_fails_only_the_cases_on_it_and_cleanup_completes() {
     let planned = planned();
-    let sim = SimProcess::start(&["--faults", &format!("node-lost={LOST}:20s")], Duration::from_secs(90));
+    let sim = SimProcess::start(&["--faults", &format!("node-lost={LOST}:5s")], Duration::from_secs(90));
     let reports = tempfile::tempdir().unwrap();
     let t0 = Instant::now();
-    let out = crossconf()
-        .args(["run", "--kubeconfig"])
-        .arg(&sim.kubeconfig)
-        .args(selection_args())
-        .args([
-            "--parallel",
-            "16",
-            "--flake-attempts",
-            "1",
-            "--test-timeout",
-            "100s",
-            "--no-progress",
-            "--report-dir",
-        ])
-        .arg(reports.path())
-        .env("CI", "true")
-        .env_remove("CROSSCONF_LOG")
-        .output()
-        .unwrap();
+    let out = run_slice(&sim.kubeconfig, reports.path(), &["--test-timeout", "60s"]);
     let wall = t0.elapsed();
     let describe = support::sim_process::describe(&out);
     assert_eq!(
@@ -62,7 +42,7 @@ fn a_node_lost_for_good_fails_only_the_cases_on_it_and_cleanup_completes() {
     let failures = failure_messages(&junit);
     let passed = results.values().filter(|s| *s == "passed").count();
     eprintln!(
-        "node {LOST} lost 20 s in: {} cases, {passed} passed, {} failed, wall {:.0} s",
+        "node {LOST} lost 5 s in: {} cases, {passed} passed, {} failed, wall {:.0} s",
         results.len(),
         failures.len(),
         wall.as_secs_f64()

@@ -4,7 +4,8 @@
 //! say so, or whoever reads the dashboard chases a product bug that is not there. These helpers
 //! turn both into a clause appended to a failure message.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -31,9 +32,8 @@ const LEASE_RENEW: std::time::Duration = std::time::Duration::from_secs(10);
 const LEASE_SILENT: std::time::Duration = std::time::Duration::from_secs(22);
 
 /// `Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)` when node `name`'s
-/// Ready condition is not True; `silent: Lease not renewed for 23 s` when its kubelet stopped
-/// renewing its Lease (a Lease older than one renewal is watched until it is renewed or has
-/// missed two); `None` when the node is Ready and renewing, or cannot be read.
+/// Ready condition is not True; `silent: Lease not renewed for 22 s` when its kubelet stopped
+/// renewing its Lease; `None` when the node is Ready and renewing, or cannot be read.
 pub async fn node_not_ready(client: &kube::Client, name: &str) -> Option<String> {
     let api: Api<Node> = Api::all(client.clone());
     let node = api.get_opt(name).await.ok()??;
@@ -46,21 +46,29 @@ pub async fn node_not_ready(client: &kube::Client, name: &str) -> Option<String>
             ready.message.unwrap_or_default()
         ));
     }
+    if let Some(verdict) = cached(name) {
+        return verdict;
+    }
+    let verdict = lease_verdict(client, name).await;
+    remember(name, verdict.clone());
+    verdict
+}
+
+/// Whether node `name`'s kubelet still renews its Lease: watched until the next renewal is
+/// due plus a missed one ([`LEASE_SILENT`] after the last), so a node that died seconds before
+/// a failure is caught too. A healthy node answers within one renewal period (10 s at most).
+async fn lease_verdict(client: &kube::Client, name: &str) -> Option<String> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let renewed = leases.get_opt(name).await.ok()??.spec?.renew_time?.0;
     let age = |at: jiff::Timestamp| {
         std::time::Duration::try_from(jiff::Timestamp::now().duration_since(at)).unwrap_or_default()
     };
-    let stale = age(renewed);
-    if stale <= LEASE_RENEW + std::time::Duration::from_secs(1) {
-        return None;
-    }
     let renewed_since = move |l: Option<&Lease>| {
         l.and_then(|l| l.spec.as_ref())
             .and_then(|s| s.renew_time.as_ref())
             .is_some_and(|t| t.0 > renewed)
     };
-    let within = LEASE_SILENT.saturating_sub(stale);
+    let within = LEASE_SILENT.saturating_sub(age(renewed));
     let mut stream = watcher::watch_object(leases, name).default_backoff().boxed();
     let renewed_again = tokio::time::timeout(within, async {
         while let Some(event) = stream.next().await {
@@ -81,6 +89,28 @@ pub async fn node_not_ready(client: &kube::Client, name: &str) -> Option<String>
             LEASE_RENEW.as_secs()
         )
     })
+}
+
+/// Verdicts of the last [`LEASE_RENEW`], so that a wait's timeout and the runner's note on the
+/// same failure watch a Lease once.
+/// Node name to when it was judged and the verdict.
+type Verdicts = Mutex<HashMap<String, (Instant, Option<String>)>>;
+
+fn verdicts() -> &'static Verdicts {
+    static V: OnceLock<Verdicts> = OnceLock::new();
+    V.get_or_init(Default::default)
+}
+
+fn cached(node: &str) -> Option<Option<String>> {
+    let map = verdicts().lock().unwrap_or_else(|p| p.into_inner());
+    map.get(node)
+        .filter(|(at, _)| at.elapsed() < LEASE_RENEW)
+        .map(|(_, v)| v.clone())
+}
+
+fn remember(node: &str, verdict: Option<String>) {
+    let mut map = verdicts().lock().unwrap_or_else(|p| p.into_inner());
+    map.insert(node.to_string(), (Instant::now(), verdict));
 }
 
 /// `; pods on nodes in trouble: web-0 on win-2 (Ready=Unknown (…))` for the pods of

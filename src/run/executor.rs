@@ -379,7 +379,11 @@ impl Runner {
             other => other,
         };
         let result = match result {
-            AttemptResult::Failed(m) if !m.contains("; pods on nodes in trouble") && !m.contains(" is Ready=") => {
+            AttemptResult::Failed(m)
+                if !m.contains("; pods on nodes in trouble")
+                    && !m.contains(" is Ready=")
+                    && !m.contains(" is silent: ") =>
+            {
                 let note = framework::health::unready_nodes_note(&ctx.client, f.ns()).await;
                 AttemptResult::Failed(m + &note)
             }

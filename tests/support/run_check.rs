@@ -188,3 +188,20 @@ pub async fn retrying_client(kubeconfig: &Path) -> kube::Client {
         .unwrap();
     crossconf::cluster::retry::retrying_client(config).unwrap()
 }
+
+/// Runs the slice as a nightly job would (16 lanes, flake attempts off, CI output) against the
+/// cluster of `kubeconfig`, reports into `reports`, with `extra` flags.
+pub fn run_slice(kubeconfig: &Path, reports: &Path, extra: &[&str]) -> std::process::Output {
+    crossconf()
+        .args(["run", "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(selection_args())
+        .args(["--parallel", "16", "--flake-attempts", "1", "--no-progress"])
+        .args(extra)
+        .arg("--report-dir")
+        .arg(reports)
+        .env("CI", "true")
+        .env_remove("CROSSCONF_LOG")
+        .output()
+        .unwrap()
+}

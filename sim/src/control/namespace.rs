@@ -74,10 +74,13 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
                             Ok(true) => {}
                             Ok(false) => requeue.after(Duration::from_millis(500)),
                             Err(e) => {
-                                if !e.is_not_found() {
-                                    tracing::warn!(namespace = %ns.name_any(), error = %super::error::chain(&e), "namespace cleanup failed");
+                                // A resource that went away means discovery is stale; any other
+                                // error is the API server's trouble and is retried as it is.
+                                if e.is_not_found() {
+                                    stale = true;
+                                } else {
+                                    tracing::debug!(namespace = %ns.name_any(), error = %super::error::chain(&e), "namespace cleanup failed; retrying");
                                 }
-                                stale = true;
                                 requeue.after(Duration::from_secs(1));
                             }
                         }
@@ -108,6 +111,24 @@ async fn namespaced_resources(ctx: &Ctx) -> Result<Vec<ApiResource>> {
     Ok(out)
 }
 
+/// Lists `api`, trying again on a failure other than NotFound: client-go, which the real
+/// controller uses, retries a GET whose connection was reset or whose answer was cut, and
+/// honours Retry-After; without that, one cut list in forty would cost a whole pass.
+async fn list_retrying(api: &Api<DynamicObject>) -> std::result::Result<Vec<DynamicObject>, kube::Error> {
+    let mut attempt = 0;
+    loop {
+        match api.list(&ListParams::default()).await {
+            Ok(l) => return Ok(l.items),
+            Err(e) if is_not_found(&e) || attempt >= 4 => return Err(e),
+            Err(e) => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "namespace content list failed; retrying");
+                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+            }
+        }
+    }
+}
+
 /// One pass over a terminating namespace; `Ok(true)` once it is finalized.
 async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bool> {
     let name = ns.name_any();
@@ -119,13 +140,20 @@ async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bo
     if !pending_finalizer {
         return Ok(true);
     }
+    // Like upstream's deleteAllContent: an error on one resource does not stop the others;
+    // the first is returned once every resource had its turn, so a transient API error costs
+    // one requeue, not a whole pass.
     let mut remaining = 0usize;
+    let mut first_error: Option<Result<bool>> = None;
     for ar in resources {
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &name, ar);
-        let items = match api.list(&ListParams::default()).await {
-            Ok(l) => l.items,
+        let items = match list_retrying(&api).await {
+            Ok(items) => items,
             Err(e) if is_not_found(&e) => continue,
-            Err(e) => return Err(e).ctx("list", || format!("{} in namespace {name}", ar.plural)),
+            Err(e) => {
+                first_error.get_or_insert(Err(e).ctx("list", || format!("{} in namespace {name}", ar.plural)));
+                continue;
+            }
         };
         for obj in items {
             remaining += 1;
@@ -135,30 +163,54 @@ async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bo
             match api.delete(&obj.name_any(), &DeleteParams::background()).await {
                 Ok(_) => tracing::debug!(namespace = %name, resource = %ar.plural, object = %obj.name_any(), "deleted"),
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(e).ctx("delete", || format!("{} {name}/{}", ar.plural, obj.name_any())),
+                Err(e) => {
+                    first_error
+                        .get_or_insert(Err(e).ctx("delete", || format!("{} {name}/{}", ar.plural, obj.name_any())));
+                }
             }
         }
+    }
+    if let Some(err) = first_error {
+        return err;
     }
     if remaining > 0 {
         tracing::debug!(namespace = %name, remaining, "waiting for namespace contents to go");
         return Ok(false);
     }
-    let mut finalized = ns.clone();
-    if let Some(spec) = finalized.spec.as_mut() {
-        spec.finalizers = Some(
-            spec.finalizers
-                .iter()
-                .flatten()
-                .filter(|f| *f != KUBERNETES_FINALIZER)
-                .cloned()
-                .collect(),
-        );
-    }
+    // Upstream's retryOnConflictError: the finalize PUT carries a resourceVersion, and the
+    // informer's copy may be behind (a cut watch still resuming), so read the namespace afresh
+    // and try again on a conflict.
     let api: Api<Namespace> = Api::all(ctx.client.clone());
-    match api
-        .replace_subresource("finalize", &name, &PostParams::default(), &finalized)
-        .await
-    {
+    let mut current = ns.clone();
+    let mut attempt = 0;
+    let result = loop {
+        let mut finalized = current.clone();
+        if let Some(spec) = finalized.spec.as_mut() {
+            spec.finalizers = Some(
+                spec.finalizers
+                    .iter()
+                    .flatten()
+                    .filter(|f| *f != KUBERNETES_FINALIZER)
+                    .cloned()
+                    .collect(),
+            );
+        }
+        match api
+            .replace_subresource("finalize", &name, &PostParams::default(), &finalized)
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < 3 => {
+                attempt += 1;
+                match api.get_opt(&name).await {
+                    Ok(Some(fresh)) => current = fresh,
+                    Ok(None) => return Ok(true),
+                    Err(e) => break Err(e),
+                }
+            }
+            other => break other,
+        }
+    };
+    match result {
         Ok(_) => {
             tracing::info!(namespace = %name, "namespace finalized");
             Ok(true)

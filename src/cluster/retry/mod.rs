@@ -234,6 +234,32 @@ impl Retrying {
         }
     }
 
+    /// GETs `path` with the request's credentials, retrying transient failures within the
+    /// budget; `None` when no answer came.
+    async fn read_back(&self, replay: &Replay, path: &str) -> Option<(Response<Body>, Bytes)> {
+        let started = tokio::time::Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            let outcome = self.attempt(replay.get(path)).await;
+            let retry = match &outcome {
+                Outcome::Answer(resp, _) => policy::status_failure(resp.status()).is_some(),
+                Outcome::Lost(e) => transport_failure(e).is_some(),
+            };
+            if !retry {
+                return match outcome {
+                    Outcome::Answer(resp, bytes) => Some((resp, bytes)),
+                    Outcome::Lost(_) => None,
+                };
+            }
+            attempt += 1;
+            let delay = backoff(attempt);
+            if started.elapsed() + delay > policy::RETRY_BUDGET {
+                return None;
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+
     /// A final answer: after an ambiguous failure, a create answered 409 or a delete answered
     /// 404 is read as the first attempt having done the work.
     async fn settle(
@@ -253,8 +279,9 @@ impl Retrying {
             // 409 AlreadyExists, or an admission refusal the first attempt's object caused
             // (a quota it now fills): read the object back.
             (Kind::Create { object_path }, status) if status.is_client_error() => {
-                // Read the object back; kube's create accepts any 2xx with the object.
-                let Outcome::Answer(got, bytes) = self.attempt(replay.get(object_path)).await else {
+                // Read the object back (a read, retried as any read); kube's create accepts any
+                // 2xx with the object.
+                let Some((got, bytes)) = self.read_back(replay, object_path).await else {
                     return Ok(resp);
                 };
                 if got.status() != StatusCode::OK {
