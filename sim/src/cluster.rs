@@ -213,6 +213,9 @@ fn parse_taint(text: &str) -> Result<(String, String, String), Error> {
     Ok((key.into(), value.into(), effect.into()))
 }
 
+/// API-server switches held back until the cluster is ready (see [`SimCluster::start`]).
+const DEFERRED: &[&str] = &["api-errors", "conn-reset", "api-latency", "api-down", "watch-cut"];
+
 /// A running simulated cluster.
 pub struct SimCluster {
     block: AddressBlock,
@@ -252,6 +255,16 @@ impl SimCluster {
         });
         let specs = node_specs(cfg.windows_nodes, cfg.linux_nodes);
         check_fault_nodes(&faults, &specs)?;
+        // The API server's transient trouble starts once the cluster is up: it models a running
+        // cluster in trouble, not a bootstrap that may never finish (the nodes and add-ons
+        // register once, as kubeadm's bring-up would have before a test run).
+        let deferred: Vec<(&str, String)> = DEFERRED
+            .iter()
+            .flat_map(|name| faults.values(name).into_iter().map(move |v| (*name, v)))
+            .collect();
+        for (name, value) in &deferred {
+            faults.set(name, value, false);
+        }
         // In u16: offset plus step can pass 255 before the modulo.
         let span = u16::from(addr::LAST_BLOCK - addr::FIRST_BLOCK) + 1;
         let start = u16::from(first_block() - addr::FIRST_BLOCK);
@@ -329,6 +342,9 @@ impl SimCluster {
             nodes.push(handle);
         }
         wait_nodes_ready(&client, nodes.len(), cfg.start_timeout).await?;
+        for (name, value) in &deferred {
+            faults.set(name, value, true);
+        }
         let kubeconfig = api.kubeconfig_yaml("crossconf-sim");
         let url = api.url();
         tracing::info!(%url, block = block.0, nodes = cfg.windows_nodes + cfg.linux_nodes, "simulated cluster started");

@@ -22,6 +22,8 @@ pub const UDP_PORT: u16 = 8081;
 pub const MAX_DIAL_TRIES: u32 = 39;
 /// The pause after a failed dial try (upstream's hitEndpointRetryDelay is 2 s).
 const DIAL_RETRY_DELAY: Duration = Duration::from_secs(1);
+/// How long failed dial tries are paced (see [`Framework::dial_expect`]).
+const DIAL_SETTLE: Duration = Duration::from_secs(15);
 /// The case time [`Framework::dial_expect`] keeps for reporting instead of trying again.
 const DIAL_RESERVE: std::time::Duration = std::time::Duration::from_secs(20);
 /// The logical image name of agnhost in the catalogue.
@@ -172,10 +174,13 @@ impl Framework {
         let mut errors = Vec::new();
         // After a failed try, wait before the next, as upstream's hitEndpointRetryDelay does: a
         // data path that is still settling (kube-proxy or DNS catching up with a change, a node
-        // briefly NotReady) gets `max_tries` seconds, not `max_tries` back-to-back refusals.
+        // briefly NotReady) gets seconds, not back-to-back refusals. Only for the first
+        // [`DIAL_SETTLE`]: a path still broken after that is broken, and the remaining tries go
+        // at once, as before.
         let mut pace = tokio::time::interval(DIAL_RETRY_DELAY);
         pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         pace.tick().await;
+        let settle_until = tokio::time::Instant::now() + DIAL_SETTLE;
         for _ in 0..max_tries.max(1) {
             // A try can take seconds on a broken cluster (a DNS that never answers); stop early
             // enough that the failure below, not the case timeout, is what gets reported.
@@ -188,7 +193,9 @@ impl Framework {
                 Ok(a) => a,
                 Err(e) => {
                     errors.push(e.to_string());
-                    pace.tick().await;
+                    if tokio::time::Instant::now() < settle_until {
+                        pace.tick().await;
+                    }
                     continue;
                 }
             };
@@ -201,7 +208,7 @@ impl Framework {
             if !seen.is_subset(expected) {
                 break;
             }
-            if failed {
+            if failed && tokio::time::Instant::now() < settle_until {
                 pace.tick().await;
             }
         }

@@ -54,7 +54,8 @@ impl SimProcess {
         // The kubeconfig is written atomically once the cluster answers.
         while !sim.kubeconfig.exists() {
             if let Ok(Some(status)) = sim.child.try_wait() {
-                panic!("crossconf sim exited early: {status}");
+                let log = std::fs::read_to_string(&sim.log).unwrap_or_default();
+                panic!("crossconf sim exited early: {status}; its log:\n{log}");
             }
             assert!(
                 Instant::now() < deadline,

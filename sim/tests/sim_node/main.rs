@@ -316,3 +316,23 @@ async fn udp(c: &Cluster, addr: SocketAddr, msg: &str) -> String {
         .expect("udp answer");
     String::from_utf8_lossy(&r).to_string()
 }
+
+/// Asks the cluster DNS, over UDP from the host, for the A records of `name`.
+async fn ask_cluster_dns(c: &Cluster, name: &str) -> Message {
+    let mut q = Message::query();
+    q.metadata.recursion_desired = true;
+    q.queries
+        .push(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+    let reply = c
+        .net
+        .dialer()
+        .udp_request(
+            &Source::host(),
+            c.net.cluster_dns(),
+            &q.to_vec().unwrap(),
+            Duration::from_secs(2),
+        )
+        .await
+        .expect("dns reply");
+    Message::from_vec(&reply).unwrap()
+}

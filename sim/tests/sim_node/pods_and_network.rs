@@ -160,26 +160,6 @@ async fn linux_exec_and_pod_to_pod_dial_over_http_and_udp() {
     assert_eq!((code, body.as_str()), (200, "hostnet"));
 }
 
-/// Asks the cluster DNS, over UDP from the host, for the A records of `name`.
-async fn ask_cluster_dns(c: &Cluster, name: &str) -> Message {
-    let mut q = Message::query();
-    q.metadata.recursion_desired = true;
-    q.queries
-        .push(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
-    let reply = c
-        .net
-        .dialer()
-        .udp_request(
-            &Source::host(),
-            c.net.cluster_dns(),
-            &q.to_vec().unwrap(),
-            Duration::from_secs(2),
-        )
-        .await
-        .expect("dns reply");
-    Message::from_vec(&reply).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodeport_on_every_node_and_cluster_dns() {
     let c = cluster().await;

@@ -86,26 +86,6 @@ async fn pull_fail_once_fails_the_first_pull_of_each_image_then_runs() {
     assert!(reasons.iter().any(|r| r == "ErrImagePull"), "{reasons:?}");
 }
 
-/// One A query for `name` to the cluster DNS, from the host.
-async fn ask_dns(c: &Cluster, name: &str) -> Message {
-    let mut q = Message::query();
-    q.metadata.recursion_desired = true;
-    q.queries
-        .push(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
-    let reply = c
-        .net
-        .dialer()
-        .udp_request(
-            &Source::host(),
-            c.net.cluster_dns(),
-            &q.to_vec().unwrap(),
-            Duration::from_secs(2),
-        )
-        .await
-        .expect("dns reply");
-    Message::from_vec(&reply).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dns_servfail_at_100_percent_fails_lookups_and_at_0_percent_does_not() {
     let c = cluster().await;
@@ -116,7 +96,7 @@ async fn dns_servfail_at_100_percent_fails_lookups_and_at_0_percent_does_not() {
     let kube_ip = c.net.block().kubernetes_service().to_string();
 
     c.faults.set("dns-servfail", "100%", true);
-    let m = ask_dns(&c, "kubernetes.default.svc.cluster.local.").await;
+    let m = ask_cluster_dns(&c, "kubernetes.default.svc.cluster.local.").await;
     assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
     assert!(m.answers.is_empty());
     assert_eq!(m.queries.len(), 1, "the question is echoed");
@@ -139,7 +119,7 @@ async fn dns_servfail_at_100_percent_fails_lookups_and_at_0_percent_does_not() {
 
     c.faults.set("dns-servfail", "100%", false);
     c.faults.set("dns-servfail", "0%", true);
-    let m = ask_dns(&c, "kubernetes.default.svc.cluster.local.").await;
+    let m = ask_cluster_dns(&c, "kubernetes.default.svc.cluster.local.").await;
     assert_eq!(m.metadata.response_code, ResponseCode::NoError);
     let (out, err, code) = exec(&c, "lin-dns", &["nslookup", "kubernetes.default"]).await;
     assert!(code.is_none() && out.contains(&kube_ip), "{out}{err}");

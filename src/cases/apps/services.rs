@@ -303,7 +303,8 @@ async fn clusterip_to_externalname(f: &Framework) -> CaseResult {
     // change once its watch delivers it, and a lookup can meet a transient SERVFAIL.
     let mut pace = tokio::time::interval(Duration::from_secs(1));
     let mut last = String::new();
-    for _ in 0..30 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::time::Instant::now() < deadline {
         pace.tick().await;
         let out = f
             .exec_shell(&client, None, f.target_os(), &format!("nslookup {fqdn}"))
