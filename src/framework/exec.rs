@@ -43,7 +43,14 @@ impl Framework {
         // commands cases exec read or probe; running one twice is harmless.
         let mut tries = 0;
         loop {
-            match self.exec_once(pod, container, &command).await {
+            // A stream whose connection died without a close (an API server restart mid-way)
+            // would wait forever: one that says nothing for EXEC_STALL counts as broken.
+            let stall = EXEC_STALL.min(self.remaining());
+            let once = match tokio::time::timeout(stall, self.exec_once(pod, container, &command)).await {
+                Ok(r) => r,
+                Err(_) => Err(Broken::Stream(format!("no end of the command after {stall:?}"))),
+            };
+            match once {
                 Err(Broken::Stream(why)) if tries < EXEC_STREAM_RETRIES => {
                     tries += 1;
                     self.step(format!("exec stream in {pod} broke ({why}); running the command again"));
@@ -144,6 +151,10 @@ impl Framework {
             .map_err(|e| CaseError::from(e).context(format!("reading logs of pod {pod}")))
     }
 }
+
+/// How long one exec may run before its stream counts as broken: longer than any command a
+/// case runs (the longest hold cases a few tens of seconds), shorter than a case timeout.
+const EXEC_STALL: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Times an exec whose stream broke is run again.
 const EXEC_STREAM_RETRIES: u32 = 2;

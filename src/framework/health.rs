@@ -34,7 +34,11 @@ const LEASE_SILENT: std::time::Duration = std::time::Duration::from_secs(22);
 /// `Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)` when node `name`'s
 /// Ready condition is not True; `silent: Lease not renewed for 22 s` when its kubelet stopped
 /// renewing its Lease; `None` when the node is Ready and renewing, or cannot be read.
-pub async fn node_not_ready(client: &kube::Client, name: &str) -> Option<String> {
+///
+/// With `watch_lease` false nothing is waited for: a Ready node whose Lease is already older
+/// than [`LEASE_SILENT`] counts as silent, others as fine (for a message that must be written
+/// before a deadline); with it true a Lease older than one renewal is watched for the next.
+pub async fn node_not_ready(client: &kube::Client, name: &str, watch_lease: bool) -> Option<String> {
     let api: Api<Node> = Api::all(client.clone());
     let node = api.get_opt(name).await.ok()??;
     let ready = node.status?.conditions?.into_iter().find(|c| c.type_ == "Ready")?;
@@ -49,9 +53,26 @@ pub async fn node_not_ready(client: &kube::Client, name: &str) -> Option<String>
     if let Some(verdict) = cached(name) {
         return verdict;
     }
+    if !watch_lease {
+        return lease_snapshot(client, name).await;
+    }
     let verdict = lease_verdict(client, name).await;
     remember(name, verdict.clone());
     verdict
+}
+
+/// The silent verdict from the Lease as it is now, without waiting.
+async fn lease_snapshot(client: &kube::Client, name: &str) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let renewed = leases.get_opt(name).await.ok()??.spec?.renew_time?.0;
+    let age = std::time::Duration::try_from(jiff::Timestamp::now().duration_since(renewed)).unwrap_or_default();
+    (age > LEASE_SILENT).then(|| {
+        format!(
+            "silent: Lease not renewed for {:.0} s (kubelets renew every {} s)",
+            age.as_secs_f64(),
+            LEASE_RENEW.as_secs()
+        )
+    })
 }
 
 /// Whether node `name`'s kubelet still renews its Lease: watched until the next renewal is
@@ -128,7 +149,7 @@ pub async fn unready_nodes_note(client: &kube::Client, ns: &str) -> String {
     }
     let mut parts = Vec::new();
     for (node, pods) in by_node {
-        if let Some(trouble) = node_not_ready(client, &node).await {
+        if let Some(trouble) = node_not_ready(client, &node, true).await {
             parts.push(format!("{} on {node} ({trouble})", pods.join(", ")));
         }
     }

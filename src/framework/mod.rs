@@ -37,8 +37,9 @@ pub use netexec::{DialResponse, Protocol};
 pub use pods::{ContainerBuilder, PodBuilder, pod_ip, pod_node};
 
 /// How long before the case deadline waits give up, so their own message wins the race
-/// against the executor's timeout (one watch round trip and the failure dump fit in it).
-const WAIT_MARGIN: Duration = Duration::from_millis(1500);
+/// against the executor's timeout (one watch round trip, the node note, bounded to 2 s, and the
+/// failure dump fit in it).
+const WAIT_MARGIN: Duration = Duration::from_secs(4);
 /// The result of a case body.
 pub type CaseResult = Result<(), CaseError>;
 

@@ -114,8 +114,13 @@ where
                 .and_then(|o| o.as_ref())
                 .and_then(|o| serde_json::to_value(o).ok())
                 .and_then(|v| v["spec"]["nodeName"].as_str().map(str::to_string));
+            // Bounded: the message is due at the case deadline, and the API may be in trouble.
             if let Some(node) = node
-                && let Some(trouble) = super::health::node_not_ready(&api.clone().into_client(), &node).await
+                && let Ok(Some(trouble)) = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    super::health::node_not_ready(&api.clone().into_client(), &node, false),
+                )
+                .await
             {
                 message.push_str(&format!("; node {node} is {trouble}"));
             }
