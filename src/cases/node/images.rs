@@ -368,7 +368,7 @@ fn start_failure(pod: &Pod) -> Option<(String, String)> {
 
 /// Counts a pod's start failures across the kubelet's retries, so that a transient one (a
 /// registry answering 503 once) is waited out while a lasting one still ends the wait early: on
-/// its second occurrence after a back-off, or at once when the container terminated.
+/// its second occurrence after a back-off, or at once when it is not a pull failure.
 #[derive(Default)]
 struct StartFailures {
     /// The last failure reason seen and how many failures began.
@@ -389,8 +389,11 @@ impl StartFailures {
         if failing && seen.0 != now {
             seen.1 += 1;
         }
+        // Only a failed pull may be the registry's passing trouble; any other start failure
+        // (CreateContainerError, ErrImageNeverPull, a terminated container) is lasting at once.
+        let lasting = (failing && (terminated || now.as_deref() != Some("ErrImagePull"))) || seen.1 >= 2;
         seen.0 = now;
-        (failing && terminated) || seen.1 >= 2
+        lasting
     }
 }
 
