@@ -26,7 +26,17 @@ async fn credential_hosts(kl: &Kubelet, pod: &Pod) -> Vec<String> {
         .and_then(|s| s.image_pull_secrets.clone())
         .unwrap_or_default()
     {
-        let Ok(Some(s)) = api.get_opt(&r.name).await else {
+        // The kubelet reads secrets through its watch-based secret manager, whose cache rides
+        // out an API blip; a read that fails now is tried again (a missing secret is not).
+        let mut got = api.get_opt(&r.name).await;
+        for attempt in 1..=5u64 {
+            if got.is_ok() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+            got = api.get_opt(&r.name).await;
+        }
+        let Ok(Some(s)) = got else {
             continue;
         };
         let data = s.data.unwrap_or_default();
