@@ -147,15 +147,38 @@ pub async fn unready_nodes_note(client: &kube::Client, ns: &str) -> String {
             by_node.entry(node).or_default().push(name);
         }
     }
-    let mut parts = Vec::new();
-    for (node, pods) in by_node {
-        if let Some(trouble) = node_not_ready(client, &node, true).await {
-            parts.push(format!("{} on {node} ({trouble})", pods.join(", ")));
+    // Every node is judged, not only those of the case's pods: a case that reaches every node
+    // (NodePorts, DaemonSets) fails on a lost node it had no pod on. Judged concurrently, so a
+    // failure waits one Lease renewal at most.
+    let nodes: Api<Node> = Api::all(client.clone());
+    if let Ok(all) = nodes.list(&ListParams::default()).await {
+        for n in all.items {
+            if let Some(name) = n.metadata.name {
+                by_node.entry(name).or_default();
+            }
         }
     }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("; pods on nodes in trouble: {}", parts.join("; "))
+    let verdicts = futures::future::join_all(
+        by_node
+            .keys()
+            .map(|node| async move { (node.clone(), node_not_ready(client, node, true).await) }),
+    )
+    .await;
+    let mut with_pods = Vec::new();
+    let mut others = Vec::new();
+    for (node, verdict) in verdicts {
+        let Some(trouble) = verdict else { continue };
+        match by_node.get(&node).filter(|p| !p.is_empty()) {
+            Some(pods) => with_pods.push(format!("{} on {node} ({trouble})", pods.join(", "))),
+            None => others.push(format!("{node} ({trouble})")),
+        }
     }
+    let mut note = String::new();
+    if !with_pods.is_empty() {
+        note.push_str(&format!("; pods on nodes in trouble: {}", with_pods.join("; ")));
+    }
+    if !others.is_empty() {
+        note.push_str(&format!("; other nodes in trouble: {}", others.join("; ")));
+    }
+    note
 }
