@@ -442,29 +442,22 @@ mod tests {
         assert!(!should_run(&windows, &node("linux", false)));
         // A NotReady node's NoSchedule taint keeps new daemon pods off, the running one stays;
         // an untolerated NoExecute taint evicts it.
+        let taint = |n: &mut Node, key: &str, effect: &str| {
+            n.spec
+                .get_or_insert_default()
+                .taints
+                .get_or_insert_default()
+                .push(Taint {
+                    key: key.into(),
+                    effect: effect.into(),
+                    ..Taint::default()
+                });
+        };
         let mut not_ready = node("windows", true);
-        not_ready
-            .spec
-            .get_or_insert_default()
-            .taints
-            .get_or_insert_default()
-            .push(Taint {
-                key: "node.kubernetes.io/not-ready".into(),
-                effect: "NoSchedule".into(),
-                ..Taint::default()
-            });
+        taint(&mut not_ready, "node.kubernetes.io/not-ready", "NoSchedule");
         assert!(!should_run(&windows, &not_ready));
         assert!(should_continue_running(&windows, &not_ready));
-        not_ready
-            .spec
-            .get_or_insert_default()
-            .taints
-            .get_or_insert_default()
-            .push(Taint {
-                key: "dedicated".into(),
-                effect: "NoExecute".into(),
-                ..Taint::default()
-            });
+        taint(&mut not_ready, "dedicated", "NoExecute");
         assert!(!should_continue_running(&windows, &not_ready));
         let anywhere = template(json!({"spec": {"containers": [{"name": "c", "image": "x"}]}}));
         assert!(should_run(&anywhere, &node("linux", false)));

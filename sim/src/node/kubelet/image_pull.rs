@@ -36,8 +36,14 @@ async fn credential_hosts(kl: &Kubelet, pod: &Pod) -> Vec<String> {
             tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
             got = api.get_opt(&r.name).await;
         }
-        let Ok(Some(s)) = got else {
-            continue;
+        // As the kubelet does, a secret it cannot read is logged and the pull goes on without it.
+        let s = match got {
+            Ok(Some(s)) => s,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(secret = %r.name, error = %e, "unable to retrieve pull secret; pulling without it");
+                continue;
+            }
         };
         let data = s.data.unwrap_or_default();
         let Some(raw) = data.get(".dockerconfigjson").or_else(|| data.get(".dockercfg")) else {
