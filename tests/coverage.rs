@@ -110,7 +110,11 @@ fn lanes() -> Vec<Lane> {
     let mut parts: Vec<(String, Option<String>, Option<String>)> = Vec::new();
     for line in data_lines(&text) {
         let fields: Vec<&str> = line.split('\t').collect();
-        assert_eq!(fields.len(), 3, "job-regexes.tsv: want lane, focus|skip, regex in {line:?}");
+        assert_eq!(
+            fields.len(),
+            3,
+            "job-regexes.tsv: want lane, focus|skip, regex in {line:?}"
+        );
         let idx = match parts.iter().position(|p| p.0 == fields[0]) {
             Some(i) => i,
             None => {
@@ -123,7 +127,12 @@ fn lanes() -> Vec<Lane> {
             "skip" => &mut parts[idx].2,
             other => panic!("job-regexes.tsv: {other:?} is neither focus nor skip"),
         };
-        assert!(slot.is_none(), "job-regexes.tsv: {} has two {} rows", fields[0], fields[1]);
+        assert!(
+            slot.is_none(),
+            "job-regexes.tsv: {} has two {} rows",
+            fields[0],
+            fields[1]
+        );
         *slot = Some(fields[2].to_string());
     }
     parts
@@ -162,7 +171,7 @@ fn sig_of(name: &str) -> &str {
 
 /// Coverage in tenths of a percent, rounded down, so the threshold comparison is exact.
 fn permille(covered: usize, total: usize) -> usize {
-    if total == 0 { 0 } else { covered * 1000 / total }
+    (covered * 1000).checked_div(total).unwrap_or(0)
 }
 
 /// `coverage-threshold.txt`: `lane percent` per line, the percent with one decimal.
@@ -193,7 +202,11 @@ fn reference() -> Vec<String> {
 fn reference_lists_are_well_formed() {
     let reference = reference();
     let windows = name_list("windows-names.txt");
-    assert!(reference.len() > 400, "target-names.txt has only {} names", reference.len());
+    assert!(
+        reference.len() > 400,
+        "target-names.txt has only {} names",
+        reference.len()
+    );
     for name in reference.iter().chain(&windows) {
         assert!(name.starts_with("[sig-"), "{name:?} does not start with its SIG");
         assert!(!name.contains("  "), "{name:?} has a double space");
@@ -225,18 +238,35 @@ fn job_regexes_give_each_lane_a_target_set_of_its_kind() {
     let serial_or_slow = |n: &str| n.contains("[Serial]") || n.contains("[Slow]");
     let parallel = targets(&lanes[0], &reference);
     let serial = targets(&lanes[1], &reference);
-    assert!(parallel.len() > 100, "parallel lane selects only {} names", parallel.len());
-    assert!(serial.len() > 10, "serial/slow lane selects only {} names", serial.len());
+    assert!(
+        parallel.len() > 100,
+        "parallel lane selects only {} names",
+        parallel.len()
+    );
+    assert!(
+        serial.len() > 10,
+        "serial/slow lane selects only {} names",
+        serial.len()
+    );
     let wrong: Vec<&&str> = parallel.iter().filter(|n| serial_or_slow(n)).collect();
-    assert!(wrong.is_empty(), "the parallel lane selects serial/slow cases: {wrong:#?}");
+    assert!(
+        wrong.is_empty(),
+        "the parallel lane selects serial/slow cases: {wrong:#?}"
+    );
     // The serial job's focus also takes the garbage collector cases the parallel job skips.
     let wrong: Vec<&&str> = serial
         .iter()
         .filter(|n| !serial_or_slow(n) && !n.contains("Garbage collector"))
         .collect();
-    assert!(wrong.is_empty(), "the serial/slow lane selects parallel cases: {wrong:#?}");
+    assert!(
+        wrong.is_empty(),
+        "the serial/slow lane selects parallel cases: {wrong:#?}"
+    );
     let both: Vec<&&str> = parallel.intersection(&serial).collect();
-    assert!(both.is_empty(), "a case in both lanes would run twice a night: {both:#?}");
+    assert!(
+        both.is_empty(),
+        "a case in both lanes would run twice a night: {both:#?}"
+    );
 }
 
 #[test]
@@ -309,7 +339,9 @@ fn deliberate_gaps_are_current_target_names_not_registered() {
         if registered.contains(name) {
             stale.push(format!("{name:?} is registered now: drop it from deliberate-gaps.tsv"));
         } else if !any_lane.contains(name.as_str()) {
-            stale.push(format!("{name:?} is in no lane's target set (typo, or upstream renamed it)"));
+            stale.push(format!(
+                "{name:?} is in no lane's target set (typo, or upstream renamed it)"
+            ));
         }
     }
     assert!(stale.is_empty(), "{}", stale.join("\n"));
@@ -338,7 +370,10 @@ fn registered_upstream_style_names_are_upstream_names() {
         .keys()
         .filter(|n| !registered.contains(*n) || reference.contains(*n))
         .collect();
-    assert!(stale.is_empty(), "name-mismatches.tsv rows no longer needed: {stale:#?}");
+    assert!(
+        stale.is_empty(),
+        "name-mismatches.tsv rows no longer needed: {stale:#?}"
+    );
 }
 
 #[test]
@@ -364,7 +399,10 @@ fn every_upstream_windows_case_is_registered_or_a_listed_gap() {
         registered_now.is_empty(),
         "registered now, remove from windows-gaps.tsv (the list only shrinks): {registered_now:#?}"
     );
-    assert!(unknown.is_empty(), "windows-gaps.tsv rows that are not upstream names: {unknown:#?}");
+    assert!(
+        unknown.is_empty(),
+        "windows-gaps.tsv rows that are not upstream names: {unknown:#?}"
+    );
 }
 
 #[test]
