@@ -11,6 +11,7 @@ use crate::api::error::{ApiError, ApiResult, Cause};
 use crate::api::meta;
 use crate::api::patch;
 use crate::api::route::Target;
+use crate::api::ssa::{self, Tracking};
 use crate::api::state::AppState;
 use crate::api::store::{StoreError, rv_of};
 
@@ -74,6 +75,16 @@ pub fn scale(
     let def = t.def;
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
+    let options = if *method == axum::http::Method::PATCH {
+        "PatchOptions"
+    } else {
+        "UpdateOptions"
+    };
+    let manager = ssa::manager_of(q, headers, options, false)?;
+    let tracking = Tracking::Update {
+        manager: &manager,
+        subresource: "scale",
+    };
     for _ in 0..5 {
         let old = stored(st, def, &ns, &name)?;
         let current = scale_of(&old);
@@ -116,7 +127,7 @@ pub fn scale(
         }
         let mut new = old.clone();
         new["spec"]["replicas"] = json!(replicas);
-        match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q)) {
+        match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q), tracking) {
             Ok(written) => return Ok(json_response(200, &scale_of(&written), &[])),
             Err(e) if e.reason == "Conflict" && user_rv.is_none() => continue,
             Err(e) => return Err(e),
