@@ -5,6 +5,11 @@
 //! kubectl and the Python package are found as the other real-client tests find them; without
 //! them those tests fail under CI and are skipped, saying why, elsewhere.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test polls a real cluster with short sleeps"
+)]
+
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -405,4 +410,51 @@ async fn python_client_server_side_apply() {
     );
     assert_eq!(stdout.trim(), "ok");
     srv.shutdown().await;
+}
+
+/// The simulated components name themselves as the upstream ones do, so their writes are
+/// recorded under upstream's managers: the kubelet for the Node it registers,
+/// kube-controller-manager for a Deployment's status (through the status subresource).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_write_as_upstreams_managers() {
+    let support::real_clients::ClientSim { sim, .. } = support::real_clients::ClientSim::start().await;
+    let client = Client::try_from(sim.kube_config()).expect("client");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let node = nodes.list(&Default::default()).await.unwrap().items.remove(0);
+    let v = serde_json::to_value(&node).unwrap();
+    let kubelet = v["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "kubelet");
+    assert!(kubelet.is_some(), "{:#}", v["metadata"]["managedFields"]);
+    let deps: Api<Deployment> = Api::namespaced(client, "default");
+    deps.patch(
+        "web",
+        &PatchParams::apply("tester"),
+        &Patch::Apply(deployment(1, "registry.k8s.io/pause:3.10")),
+    )
+    .await
+    .expect("apply creates");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let v = serde_json::to_value(deps.get("web").await.unwrap()).unwrap();
+        let found = v["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| {
+                e["manager"] == "kube-controller-manager" && e["subresource"] == "status" && e["operation"] == "Update"
+            });
+        if found {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:#}",
+            v["metadata"]["managedFields"]
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    sim.shutdown().await;
 }
