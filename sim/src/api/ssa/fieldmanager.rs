@@ -276,7 +276,18 @@ pub fn apply(
     if config.pointer("/metadata/managedFields").is_some() {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
-    let typed = |e: String| ApiError::internal(format!("failed to create typed patch object: {e}"));
+    // Upstream's messages name the object as `ns/name; group/version, Kind=Kind`.
+    let who = format!(
+        "{}/{}; {}",
+        config
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        meta::name(config),
+        gvk_string(&api_version, kind)
+    );
+    let typed = |e: String| ApiError::unknown(format!("failed to create typed patch object ({who}): {e}"));
+    let typed_live = |e: String| ApiError::unknown(format!("failed to create typed live object ({who}): {e}"));
     let mut managed = match live {
         Some(l) => Managed::decode(l.pointer("/metadata/managedFields"))
             .map_err(|e| ApiError::internal(format!("failed to decode managed fields: {e}")))?,
@@ -287,7 +298,7 @@ pub fn apply(
         // Upstream's skipNonAppliedManager: what an untracked object already holds is credited
         // to a manager of its own, so the first apply can conflict with it rather than own it.
         let now = meta::now();
-        let who = Writer {
+        let first = Writer {
             manager: BEFORE_FIRST_APPLY,
             subresource,
             api_version: &api_version,
@@ -295,8 +306,8 @@ pub fn apply(
         };
         let ignored = ignored_fields(def, subresource, &live_clean);
         managed
-            .record_update(kind, &zero_like(&live_clean), &live_clean, &who, &ignored)
-            .map_err(typed)?;
+            .record_update(kind, &zero_like(&live_clean), &live_clean, &first, &ignored)
+            .map_err(typed_live)?;
     }
     let ignored = ignored_fields(def, subresource, config);
     let mut merged = walk::merge(kind, &live_clean, config).map_err(typed)?;
@@ -335,7 +346,7 @@ pub fn apply(
         let remove = walk::ensure_named_fields(kind, &last).difference(&walk::ensure_named_fields(kind, &owned));
         merged = walk::remove_items(kind, &merged, &remove);
     }
-    let cmp = walk::compare(kind, &live_clean, &merged).map_err(typed)?;
+    let cmp = walk::compare(kind, &live_clean, &merged).map_err(typed_live)?;
     let conflicts = managed.take_changed(&cmp, Some(mine));
     if !conflicts.is_empty() && !force {
         let described: Vec<(Entry, FieldSet)> = conflicts
@@ -431,6 +442,15 @@ mod tests {
         assert_eq!(shared["metadata"]["managedFields"].as_array().unwrap().len(), 2);
         let dropped = apply(def, "", Some(&shared), &cm(json!({"z": "9"})), "alice", false).unwrap();
         assert_eq!(dropped["data"], json!({"a": "2", "z": "9"}));
+        let pods = registry::find("", "v1", "pods").unwrap();
+        let dup = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c"}, {"name": "c"}]}});
+        let e = apply(pods, "", None, &dup, "x", false).unwrap_err();
+        assert_eq!((e.code, e.reason), (500, ""));
+        assert_eq!(
+            e.message,
+            "failed to create typed patch object (default/p; /v1, Kind=Pod): .spec.containers: duplicate entries for key [name=\"c\"]"
+        );
         let wrong = json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
         assert_eq!(
             apply(def, "", None, &wrong, "x", false).unwrap_err().message,
