@@ -242,6 +242,41 @@ impl Kubectl {
     }
 }
 
+const WORKLOAD: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: ["netexec"]
+        ports:
+        - containerPort: 8080
+        env:
+        - name: MODE
+          value: test
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {app: web}
+  ports:
+  - port: 80
+    targetPort: 8080
+"#;
+
 const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n  size: big\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,6 +344,30 @@ fn drive(k: &Kubectl) {
     assert!(!ok, "diff exits 1 when there are differences: {err}");
     assert!(out.contains("-  color: red") && out.contains("+  color: blue"), "{out}");
     assert_eq!(k.get("configmap", "settings")["data"]["color"], "red");
+    // A workload and its Service: applied, then diffed unchanged (exit 0: the dry-run apply of
+    // the same manifest changes nothing), then re-applied with one change.
+    let (ok, out, err) = k.run(&["apply", "--server-side", "-f", "-"], Some(WORKLOAD));
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        out.trim(),
+        "deployment.apps/web serverside-applied\nservice/web serverside-applied"
+    );
+    let (ok, out, err) = k.run(&["diff", "--server-side", "-f", "-"], Some(WORKLOAD));
+    assert!(ok, "an unchanged manifest diffs empty:\n{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    let changed = WORKLOAD.replace("replicas: 2", "replicas: 3");
+    let (ok, out, _) = k.run(&["diff", "--server-side", "-f", "-"], Some(&changed));
+    assert!(
+        !ok && out.contains("-  replicas: 2") && out.contains("+  replicas: 3"),
+        "{out}"
+    );
+    k.ok(&["apply", "--server-side", "-f", "-"], Some(&changed));
+    let d = k.get("deployment", "web");
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["metadata"]["generation"], 2);
+    let svc = k.get("service", "web");
+    let owned = &svc["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:ports"];
+    assert!(owned.get("k:{\"port\":80,\"protocol\":\"TCP\"}").is_some(), "{owned}");
     // Client-side apply, then server-side: kubectl moves the client-side ownership over.
     let csa = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: legacy\ndata:\n  a: \"1\"\n";
     k.ok(&["apply", "-f", "-"], Some(csa));

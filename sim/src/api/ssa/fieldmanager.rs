@@ -346,7 +346,8 @@ pub fn apply(
         let remove = walk::ensure_named_fields(kind, &last).difference(&walk::ensure_named_fields(kind, &owned));
         merged = walk::remove_items(kind, &merged, &remove);
     }
-    let cmp = walk::compare(kind, &live_clean, &merged).map_err(typed_live)?;
+    let mut cmp = walk::compare(kind, &live_clean, &merged).map_err(typed_live)?;
+    cmp.filter(&ignored);
     let conflicts = managed.take_changed(&cmp, Some(mine));
     if !conflicts.is_empty() && !force {
         let described: Vec<(Entry, FieldSet)> = conflicts
@@ -456,6 +457,23 @@ mod tests {
             apply(def, "", None, &wrong, "x", false).unwrap_err().message,
             "invalid object type: apps/v1, Kind=ConfigMap"
         );
+    }
+
+    #[test]
+    fn status_apply_neither_owns_nor_conflicts_outside_status() {
+        let def = registry::find("apps", "v1", "deployments").unwrap();
+        let mut live = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "default", "labels": {"a": "1"}}, "spec": {"replicas": 1}});
+        track_update(def, None, &mut live, "kubectl-create", "");
+        let config = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "labels": {"a": "2"}}, "spec": {"replicas": 4}, "status": {"replicas": 1}});
+        let out = apply(def, "status", Some(&live), &config, "ctrl", false).unwrap();
+        let mf = out["metadata"]["managedFields"].as_array().unwrap();
+        let ctrl = mf.iter().find(|e| e["manager"] == "ctrl").unwrap();
+        assert_eq!(ctrl["subresource"], "status");
+        assert_eq!(ctrl["fieldsV1"], json!({"f:status": {"f:replicas": {}}}));
+        let create = mf.iter().find(|e| e["manager"] == "kubectl-create").unwrap();
+        assert_eq!(create["fieldsV1"]["f:spec"], json!({"f:replicas": {}}));
     }
 
     #[test]

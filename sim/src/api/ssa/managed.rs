@@ -262,18 +262,15 @@ impl Managed {
             api_version,
             now,
         } = *who;
-        let cmp = walk::compare(kind, old, new)?;
+        let mut cmp = walk::compare(kind, old, new)?;
+        cmp.filter(ignored);
         if cmp.is_same() {
             return Ok(());
         }
         let conflicts = self.take_changed(&cmp, None);
         self.give_up(&cmp, &conflicts, None);
         self.drop_empty();
-        let ours = cmp
-            .modified
-            .union(&cmp.added)
-            .recursive_difference(ignored)
-            .difference(&strip_set());
+        let ours = cmp.modified.union(&cmp.added).difference(&strip_set());
         if !ours.is_empty() {
             match self
                 .entries

@@ -150,6 +150,17 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// Drops the paths at or below `ignored` (structured-merge-diff's `FilterFields`): an
+    /// endpoint's reset fields neither conflict nor change hands.
+    pub fn filter(&mut self, ignored: &FieldSet) {
+        if ignored.is_empty() {
+            return;
+        }
+        self.added = self.added.recursive_difference(ignored);
+        self.modified = self.modified.recursive_difference(ignored);
+        self.removed = self.removed.recursive_difference(ignored);
+    }
+
     /// Whether nothing changed.
     pub fn is_same(&self) -> bool {
         self.added.is_empty() && self.modified.is_empty() && self.removed.is_empty()
