@@ -121,6 +121,59 @@ async fn kube_rs_server_side_apply() {
         .image
         .clone();
     assert_eq!(img.as_deref(), Some("nginx:2"));
+    // Through /scale: bob owns replicas, so an applied Scale conflicts until forced; the Scale
+    // shows the replicas owners, the Deployment records the scale entry.
+    let scale =
+        json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": 4}});
+    let e = deps
+        .patch_scale("web", &PatchParams::apply("hpa"), &Patch::Apply(scale.clone()))
+        .await
+        .unwrap_err();
+    let KubeError::Api(s) = e else {
+        panic!("expected a Status")
+    };
+    assert_eq!(
+        s.message,
+        "Apply failed with 1 conflict: conflict with \"bob\": .spec.replicas"
+    );
+    let sc = deps
+        .patch_scale("web", &PatchParams::apply("hpa").force(), &Patch::Apply(scale))
+        .await
+        .expect("scale apply");
+    assert_eq!(sc.spec.as_ref().unwrap().replicas, Some(4));
+    let owners: Vec<String> = sc
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            format!(
+                "{}/{}",
+                e.manager.clone().unwrap_or_default(),
+                e.api_version.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(owners, vec!["hpa/autoscaling/v1".to_string()]);
+    let v = serde_json::to_value(deps.get("web").await.unwrap()).unwrap();
+    let hpa = v["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "hpa")
+        .expect("hpa entry")
+        .clone();
+    assert_eq!(
+        (hpa["subresource"].as_str(), hpa["apiVersion"].as_str()),
+        (Some("scale"), Some("apps/v1"))
+    );
+    assert!(
+        !v["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["manager"] == "bob")
+    );
     // Status through /status is recorded with its subresource.
     let status = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
         "status": {"observedGeneration": 3}});

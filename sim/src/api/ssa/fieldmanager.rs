@@ -17,7 +17,7 @@ use crate::api::registry::ResourceDef;
 /// Upstream's `FieldManagerMaxLength`.
 const FIELD_MANAGER_MAX_LENGTH: usize = 128;
 /// The manager an apply to an untracked object credits with what was already there.
-const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+pub(super) const BEFORE_FIRST_APPLY: &str = "before-first-apply";
 /// kubectl's client-side apply annotation, kept in step by kubectl's server-side apply.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -189,10 +189,14 @@ pub fn track_update(def: &ResourceDef, old: Option<&Value>, new: &mut Value, man
         api_version: &api_version,
         now: &now,
     };
+    let before = (subresource == "scale").then(|| managed.clone());
     if let Err(e) = managed.record_update(def.kind, &clean_old, &clean_new, &who, &ignored) {
         // Upstream's UpdateNoErrors: keep the live entries rather than fail the write.
         tracing::warn!(kind = def.kind, name = meta::name(new), error = %e, "managed fields not updated");
         managed = live_managed();
+    }
+    if let Some(before) = before {
+        super::scale::keep_time(&mut managed, &before, manager, Operation::Update, &api_version);
     }
     set_managed(new, &managed);
 }
@@ -205,7 +209,7 @@ fn gvk_string(api_version: &str, kind: &str) -> String {
 
 /// The 409 of an apply that would take fields other managers own (upstream's
 /// `NewConflictError`).
-fn conflict_error(conflicts: &[(Entry, FieldSet)]) -> ApiError {
+pub(super) fn conflict_error(conflicts: &[(Entry, FieldSet)]) -> ApiError {
     let mut sorted: Vec<&(Entry, FieldSet)> = conflicts.iter().collect();
     sorted.sort_by(|a, b| a.0.manager.cmp(&b.0.manager));
     let mut causes = Vec::new();

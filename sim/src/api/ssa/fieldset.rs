@@ -177,7 +177,6 @@ impl FieldSet {
     }
 
     /// The node at `path`, if any path continues there.
-    #[cfg(test)]
     pub fn node(&self, path: &[PathElement]) -> Option<&FieldSet> {
         let mut node = self;
         for pe in path {
@@ -192,7 +191,6 @@ impl FieldSet {
     }
 
     /// Whether `path` itself is in the set.
-    #[cfg(test)]
     pub fn has(&self, path: &[PathElement]) -> bool {
         self.node(path).is_some_and(|n| n.member)
     }
