@@ -397,6 +397,12 @@ fn drive(k: &Kubectl) {
     assert!(!ok, "diff exits 1 when there are differences: {err}");
     assert!(out.contains("-  color: red") && out.contains("+  color: blue"), "{out}");
     assert_eq!(k.get("configmap", "settings")["data"]["color"], "red");
+    // Diffing an absent object is a dry-run create: shown whole, not stored.
+    let fresh = CM.replace("name: settings", "name: fresh");
+    let (ok, out, _) = k.run(&["diff", "--server-side", "-f", "-"], Some(&fresh));
+    assert!(!ok && out.contains("+  name: fresh"), "{out}");
+    let (ok, _, err) = k.run(&["get", "configmap", "fresh"], None);
+    assert!(!ok && err.contains("NotFound"), "{err}");
     // A workload and its Service: applied, then diffed unchanged (exit 0: the dry-run apply of
     // the same manifest changes nothing), then re-applied with one change.
     let (ok, out, err) = k.run(&["apply", "--server-side", "-f", "-"], Some(WORKLOAD));

@@ -242,6 +242,28 @@ pub(super) fn conflict_error(conflicts: &[(Entry, FieldSet)]) -> ApiError {
     e
 }
 
+/// The fields kubectl's last-applied annotation sets to what the live object holds: those a
+/// `kubectl` apply may take from their owners without force. `None` without a usable
+/// annotation of the live object's version.
+fn allowed_from_last_applied(kind: &str, api_version: &str, live: &Value) -> Option<FieldSet> {
+    let text = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    if last.get("apiVersion").and_then(Value::as_str) != Some(api_version) {
+        return None;
+    }
+    let set = walk::to_field_set(kind, &last).ok()?;
+    let cmp = walk::compare(kind, &last, live).ok()?;
+    Some(
+        set.difference(&cmp.modified)
+            .difference(&cmp.added)
+            .difference(&cmp.removed),
+    )
+}
+
 /// Parses an apply patch body (YAML, of which JSON is a part).
 pub fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
     let text =
@@ -354,11 +376,20 @@ pub fn apply(
     cmp.filter(&ignored);
     let conflicts = managed.take_changed(&cmp, Some(mine));
     if !conflicts.is_empty() && !force {
-        let described: Vec<(Entry, FieldSet)> = conflicts
+        // Upstream's lastAppliedManager: kubectl may take, without force, the conflicting
+        // fields its client-side apply annotation still describes as they are live.
+        let allowed = (manager == "kubectl")
+            .then(|| allowed_from_last_applied(kind, &api_version, &live_clean))
+            .flatten()
+            .unwrap_or_default();
+        let remaining: Vec<(Entry, FieldSet)> = conflicts
             .iter()
-            .map(|(i, set)| (managed.entries[*i].clone(), set.clone()))
+            .map(|(i, set)| (managed.entries[*i].clone(), set.difference(&allowed)))
+            .filter(|(_, set)| !set.is_empty())
             .collect();
-        return Err(conflict_error(&described));
+        if !remaining.is_empty() {
+            return Err(conflict_error(&remaining));
+        }
     }
     managed.give_up(&cmp, &conflicts, Some(mine));
     let changed = merged != live_clean;
@@ -461,6 +492,25 @@ mod tests {
             apply(def, "", None, &wrong, "x", false).unwrap_err().message,
             "invalid object type: apps/v1, Kind=ConfigMap"
         );
+    }
+
+    #[test]
+    fn kubectl_may_take_what_its_last_applied_annotation_describes() {
+        let def = registry::find("", "v1", "configmaps").unwrap();
+        let last = r#"{"apiVersion":"v1","data":{"a":"1","b":"1"},"kind":"ConfigMap","metadata":{"name":"c"}}"#;
+        let mut live = cm(json!({"a": "1", "b": "2"}));
+        live["metadata"]["annotations"] = json!({LAST_APPLIED: last});
+        track_update(def, None, &mut live, "kubectl-client-side-apply", "");
+        // a is live as last applied: kubectl takes it; b is not: it still conflicts.
+        let out = apply(def, "", Some(&live), &cm(json!({"a": "9"})), "kubectl", false).unwrap();
+        assert_eq!(out["data"]["a"], "9");
+        let e = apply(def, "", Some(&live), &cm(json!({"a": "9", "b": "9"})), "kubectl", false).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using v1: .data.b"
+        );
+        // Only kubectl's own manager gets the allowance.
+        assert!(apply(def, "", Some(&live), &cm(json!({"a": "9"})), "other", false).is_err());
     }
 
     #[test]
