@@ -309,15 +309,20 @@ impl SimCluster {
         control_cfg
             .components
             .retain(|c| !faults.applies_to("controller-stopped", c.fault_name()));
-        let control = control::start(client.clone(), control_cfg, cancel.clone())
-            .await
-            .map_err(Error::Control)?;
+        let control = control::start(
+            client_as(&config, "kube-controller-manager")?,
+            control_cfg,
+            cancel.clone(),
+        )
+        .await
+        .map_err(Error::Control)?;
         let net = node::start_network(client.clone(), block, faults.clone(), cancel.clone())
             .await
             .map_err(Error::Network)?;
         let workdir = std::env::temp_dir().join(format!("crossconf-sim-{}-{}", std::process::id(), block.0));
         std::fs::create_dir_all(&workdir).map_err(Error::WorkDir)?;
         let profile = load_profile(&cfg.profile, cfg.time_scale)?;
+        let kubelet_client = client_as(&config, "kubelet")?;
         let mut nodes = Vec::new();
         for (index, (name, os)) in specs.into_iter().enumerate() {
             let mut ncfg = NodeConfig::new(&name, os, index, block, workdir.join(&name));
@@ -333,7 +338,7 @@ impl SimCluster {
                     });
                 }
             }
-            let handle = node::start_node(client.clone(), ncfg, net.clone(), cancel.clone())
+            let handle = node::start_node(kubelet_client.clone(), ncfg, net.clone(), cancel.clone())
                 .await
                 .map_err(|source| Error::Node {
                     name: name.clone(),
@@ -426,6 +431,21 @@ impl SimCluster {
 }
 
 /// Waits (on a watch) until `n` nodes report Ready.
+/// A client that names itself as the upstream component it stands in for, so the API server
+/// derives that component's field manager (`kube-controller-manager`, `kubelet`) from its user
+/// agent, as kube-apiserver does for the real ones.
+fn client_as(config: &kube::Config, component: &str) -> Result<kube::Client, Error> {
+    let mut cfg = config.clone();
+    let ua = format!(
+        "{component}/{} (linux/amd64) kubernetes/0000000",
+        super::api::discovery::GIT_VERSION
+    );
+    if let Ok(v) = http::HeaderValue::from_str(&ua) {
+        cfg.headers.push((http::header::USER_AGENT, v));
+    }
+    kube::Client::try_from(cfg).map_err(Error::Client)
+}
+
 async fn wait_nodes_ready(client: &kube::Client, n: usize, within: Duration) -> Result<(), Error> {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::Node;

@@ -66,7 +66,12 @@ async fn crud_and_status_errors() {
     let created = cms.create(&PostParams::default(), &cm).await.unwrap();
     let meta = &created.metadata;
     assert!(meta.uid.is_some() && meta.resource_version.is_some() && meta.creation_timestamp.is_some());
-    assert!(meta.managed_fields.is_none());
+    // Upstream records the create as an Update by the manager its user agent names (none
+    // here: kube-rs sends no User-Agent, so the entry has no manager).
+    let mf = meta.managed_fields.as_ref().expect("managedFields recorded");
+    assert_eq!(mf.len(), 1);
+    assert_eq!(mf[0].operation.as_deref(), Some("Update"));
+    assert_eq!(mf[0].manager, None, "{mf:?}");
 
     let (code, reason, msg) = api_err(cms.create(&PostParams::default(), &cm).await.unwrap_err());
     assert_eq!(

@@ -259,10 +259,22 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // StatusReasonUnknown is "", which Go's omitempty leaves out.
+            if let Some(m) = v.as_object_mut() {
+                m.remove("reason");
+            }
+        }
         if let Some(d) = &self.details {
             v["details"] = d.clone();
         }
         v
+    }
+
+    /// A failure that is not an API status: upstream's `ErrorToAPIStatus` answers it as 500
+    /// with no reason (StatusReasonUnknown) and the error's text.
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
     }
 }
 

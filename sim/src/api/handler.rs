@@ -109,6 +109,11 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
     }
 }
 
+/// Whether a PATCH is a server-side apply (`application/apply-patch+yaml`).
+fn is_apply(headers: &axum::http::HeaderMap) -> bool {
+    matches!(super::patch::kind_of(headers), Ok(super::patch::PatchKind::Apply))
+}
+
 /// Whether a request body is Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
 fn is_protobuf(headers: &axum::http::HeaderMap) -> bool {
     headers
@@ -190,6 +195,9 @@ async fn resource(
         }
         (None, Some(_), m) if *m == Method::PATCH => {
             verb_ok("patch")?;
+            if is_apply(headers) {
+                return objects::apply_patch(st, t, q, headers, body).await;
+            }
             objects::patch_object(st, t, q, headers, body)
         }
         (None, Some(_), m) if *m == Method::DELETE => {
@@ -204,6 +212,7 @@ async fn resource(
             match (sub, m.as_str()) {
                 ("status", "GET") => objects::get(st, t, q, headers),
                 ("status", "PUT") => objects::update(st, t, q, headers, body),
+                ("status", "PATCH") if is_apply(headers) => objects::apply_patch(st, t, q, headers, body).await,
                 ("status", "PATCH") => objects::patch_object(st, t, q, headers, body),
                 ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body),
                 ("binding", "POST") => objects::bind(st, &ns, name, body),

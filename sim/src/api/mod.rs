@@ -31,6 +31,7 @@ pub mod registry;
 pub mod route;
 pub mod selector;
 pub mod server;
+pub mod ssa;
 pub mod state;
 pub mod store;
 pub mod table;

@@ -4,8 +4,9 @@
 //! merge covers the lists kubectl patches, merged by their upstream patch merge keys
 //! (containers, volumes and env by `name`, container ports by `containerPort`, service ports by
 //! `port`, volumeMounts by `mountPath`...), `$patch: delete|replace`, `$retainKeys`,
-//! `$deleteFromPrimitiveList/` and `$setElementOrder/` directives. Server-side apply is answered
-//! with 415, which clients report plainly.
+//! `$deleteFromPrimitiveList/` and `$setElementOrder/` directives. Server-side apply
+//! (`application/apply-patch+yaml`) is recognised here and merged by [`crate::api::ssa`]; its
+//! CBOR form is answered with 415, which clients report plainly.
 
 use axum::http::HeaderMap;
 use serde_json::{Map, Value};
@@ -22,6 +23,8 @@ pub enum PatchKind {
     Merge,
     /// `application/strategic-merge-patch+json`.
     Strategic,
+    /// `application/apply-patch+yaml` (server-side apply).
+    Apply,
 }
 
 /// The patch kind named by a Content-Type header.
@@ -35,19 +38,24 @@ pub fn kind_of(headers: &HeaderMap) -> ApiResult<PatchKind> {
         "application/json-patch+json" => Ok(PatchKind::Json),
         "application/merge-patch+json" => Ok(PatchKind::Merge),
         "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => Err(ApiError::unsupported_media_type(
-            "server-side apply is not supported by this server; use client-side apply",
-        )),
+        "application/apply-patch+yaml" => Ok(PatchKind::Apply),
         other => Err(ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {other:?})"
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"
         ))),
     }
 }
 
-/// Applies the request's patch to `current`.
+/// Applies the request's (non-apply) patch to `current`.
 pub fn apply(headers: &HeaderMap, current: &Value, body: &[u8], def: &ResourceDef) -> ApiResult<Value> {
     let kind = kind_of(headers)?;
     let _ = def;
+    if kind == PatchKind::Apply {
+        // The handlers route apply patches to `ssa::apply`; one that arrives here (the scale
+        // subresource) is not supported.
+        return Err(ApiError::unsupported_media_type(
+            "server-side apply is not supported on this endpoint",
+        ));
+    }
     let patch: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     let mut doc = current.clone();
@@ -68,6 +76,7 @@ pub fn apply(headers: &HeaderMap, current: &Value, body: &[u8], def: &ResourceDe
             }
             json_patch::merge(&mut doc, &patch);
         }
+        PatchKind::Apply => return Err(ApiError::internal("apply patches are merged by ssa::apply")),
         PatchKind::Strategic => {
             if !patch.is_object() {
                 return Err(ApiError::bad_request("a strategic merge patch must be a JSON object"));
@@ -272,6 +281,8 @@ mod tests {
         h.insert("content-type", "application/json-patch+json".parse().unwrap());
         assert_eq!(kind_of(&h).unwrap(), PatchKind::Json);
         h.insert("content-type", "application/apply-patch+yaml".parse().unwrap());
+        assert_eq!(kind_of(&h).unwrap(), PatchKind::Apply);
+        h.insert("content-type", "application/apply-patch+cbor".parse().unwrap());
         assert_eq!(kind_of(&h).unwrap_err().code, 415);
         let def = crate::api::registry::find("", "v1", "pods").unwrap();
         h.insert("content-type", "application/json-patch+json".parse().unwrap());

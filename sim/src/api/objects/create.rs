@@ -1,6 +1,6 @@
 //! POST of a new object: namespace checks (exists, not terminating), server-set metadata,
 //! `generateName` with upstream's alphabet, admission, dry run, and the store write under the
-//! allocation lock.
+//! allocation lock. [`insert`] is shared with server-side apply, which creates absent objects.
 
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -14,6 +14,7 @@ use crate::api::fieldcheck::{self, Decoded};
 use crate::api::meta;
 use crate::api::registry::{self, ResourceDef};
 use crate::api::route::Target;
+use crate::api::ssa::{self, Tracking};
 use crate::api::state::AppState;
 use crate::api::store::StoreError;
 
@@ -71,6 +72,32 @@ pub async fn create(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
     if !registry::is_stored(def) {
         return admission::review(st, def, obj).map(|v| json_response(201, &v, &warnings));
     }
+    let manager = ssa::manager_of(q, headers, "CreateOptions", false)?;
+    insert(
+        st,
+        t,
+        q,
+        obj,
+        &warnings,
+        Tracking::Update {
+            manager: &manager,
+            subresource: "",
+        },
+    )
+    .await
+}
+
+/// Stores a new object decoded from a POST or produced by a server-side apply that creates:
+/// server-set metadata, namespace checks, admission, managed fields and the store write.
+pub async fn insert(
+    st: &AppState,
+    t: &Target,
+    q: &Query,
+    obj: Value,
+    warnings: &[String],
+    tracking: Tracking<'_>,
+) -> ApiResult<Response> {
+    let def = t.def;
     let ns = scope_ns(t)?;
     let mut obj = convert::to_storage(def, obj);
     {
@@ -94,7 +121,6 @@ pub async fn create(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
             "resourceVersion",
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
-            "managedFields",
             "selfLink",
         ] {
             m.remove(f);
@@ -137,14 +163,17 @@ pub async fn create(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
         }
         let name = meta::name(&candidate).to_string();
         admission::on_create(st, def, &mut candidate)?;
+        if let Tracking::Update { manager, subresource } = tracking {
+            ssa::track_update(def, None, &mut candidate, manager, subresource);
+        }
         if dry_run {
             if st.store.get(&def.storage_key(), &ns, &name).is_some() {
                 return Err(ApiError::already_exists(def.group, def.plural, &name));
             }
-            return Ok(json_response(201, &present(def, candidate), &warnings));
+            return Ok(json_response(201, &present(def, candidate), warnings));
         }
         match st.store.create(&def.storage_key(), &ns, &name, candidate) {
-            Ok(written) => return Ok(json_response(201, &present(def, written), &warnings)),
+            Ok(written) => return Ok(json_response(201, &present(def, written), warnings)),
             Err(StoreError::Exists) if explicit.is_empty() && attempt < 7 => continue,
             Err(e) => return Err(store_err(def, &name, e)),
         }

@@ -7,7 +7,7 @@
 //! resourceVersion, and deletion honours finalizers and pod grace periods.
 //!
 //! Split by verb: `read` holds get and list (selectors, continue tokens), `create` the
-//! POST of new objects, `update` PUT, PATCH and the shared [`commit`] of an update, `scale` the
+//! POST of new objects, `apply` server-side apply patches, `update` PUT, PATCH and the shared [`commit`] of an update, `scale` the
 //! scale subresource, `delete` DeleteOptions and the deletion rules, and `subresources` the
 //! binding, eviction and token POSTs. This file keeps what every verb shares: the query map,
 //! the JSON response, how a request names its object and how store errors become API errors.
@@ -24,6 +24,7 @@ use super::route::{Target, flag};
 use super::state::AppState;
 use super::store::StoreError;
 
+mod apply;
 mod create;
 mod delete;
 mod read;
@@ -31,6 +32,7 @@ mod scale;
 mod subresources;
 mod update;
 
+pub use apply::apply_patch;
 pub use create::create;
 pub use delete::{DeleteOptions, delete, delete_collection, delete_one};
 pub use read::{get, list, select, selectors};

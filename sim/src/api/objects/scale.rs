@@ -11,13 +11,14 @@ use crate::api::error::{ApiError, ApiResult, Cause};
 use crate::api::meta;
 use crate::api::patch;
 use crate::api::route::Target;
+use crate::api::ssa::{self, Tracking};
 use crate::api::state::AppState;
 use crate::api::store::{StoreError, rv_of};
 
 /// The `autoscaling/v1` Scale view of a scalable object.
 fn scale_of(obj: &Value) -> Value {
     let sel = obj.pointer("/spec/selector").map(selector_string).unwrap_or_default();
-    json!({
+    let mut scale = json!({
         "apiVersion": "autoscaling/v1",
         "kind": "Scale",
         "metadata": {
@@ -27,7 +28,11 @@ fn scale_of(obj: &Value) -> Value {
         },
         "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
         "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": sel},
-    })
+    });
+    if let Some(mf) = ssa::to_subresource(obj) {
+        scale["metadata"]["managedFields"] = mf;
+    }
+    scale
 }
 
 /// A label selector object in its string form (`app=web,tier in (a,b)`).
@@ -74,6 +79,16 @@ pub fn scale(
     let def = t.def;
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
+    let is_patch = *method == axum::http::Method::PATCH;
+    let options = if is_patch { "PatchOptions" } else { "UpdateOptions" };
+    if is_patch && patch::kind_of(headers)? == patch::PatchKind::Apply {
+        return apply(st, t, q, headers, body);
+    }
+    let manager = ssa::manager_of(q, headers, options, false)?;
+    let tracking = Tracking::Update {
+        manager: &manager,
+        subresource: "scale",
+    };
     for _ in 0..5 {
         let old = stored(st, def, &ns, &name)?;
         let current = scale_of(&old);
@@ -116,9 +131,53 @@ pub fn scale(
         }
         let mut new = old.clone();
         new["spec"]["replicas"] = json!(replicas);
-        match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q)) {
+        match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q), tracking) {
             Ok(written) => return Ok(json_response(200, &scale_of(&written), &[])),
             Err(e) if e.reason == "Conflict" && user_rv.is_none() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(store_err(def, &name, StoreError::Conflict))
+}
+
+/// Server-side apply of a Scale: replicas ownership moves between the parent's entries (see
+/// [`ssa::apply_scale`]), then the write goes the usual way.
+fn apply(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+    let def = t.def;
+    let ns = scope_ns(t)?;
+    let name = target_name(t)?;
+    let manager = ssa::manager_of(q, headers, "PatchOptions", true)?;
+    let force = q.get("force").is_some_and(|v| v == "true");
+    let config = ssa::parse_apply_body(body)?;
+    if let Some(r) = config.pointer("/spec/replicas").and_then(Value::as_i64)
+        && r < 0
+    {
+        return Err(ApiError::invalid(
+            "autoscaling",
+            "Scale",
+            &name,
+            vec![Cause::invalid(
+                "spec.replicas",
+                &json!(r),
+                "must be greater than or equal to 0",
+            )],
+        ));
+    }
+    for _ in 0..5 {
+        let old = stored(st, def, &ns, &name)?;
+        let new = ssa::apply_scale(def, &old, &config, &manager, force)?;
+        match commit(
+            st,
+            def,
+            &old,
+            new,
+            None,
+            Some(rv_of(&old)),
+            is_dry_run(q),
+            Tracking::Applied,
+        ) {
+            Ok(written) => return Ok(json_response(200, &scale_of(&written), &[])),
+            Err(e) if e.reason == "Conflict" => continue,
             Err(e) => return Err(e),
         }
     }

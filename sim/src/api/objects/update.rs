@@ -16,6 +16,7 @@ use crate::api::meta;
 use crate::api::patch;
 use crate::api::registry::ResourceDef;
 use crate::api::route::Target;
+use crate::api::ssa::{self, Tracking};
 use crate::api::state::AppState;
 use crate::api::store::{StoreError, rv_of};
 
@@ -39,6 +40,12 @@ fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Opti
             if let Some(s) = new.get("status") {
                 out["status"] = s.clone();
             }
+            // An apply through /status brings its managedFields; an update's are recomputed
+            // from the live object's.
+            match new.pointer("/metadata/managedFields") {
+                Some(mf) => meta::meta_mut(&mut out).insert("managedFields".into(), mf.clone()),
+                None => meta::meta_mut(&mut out).remove("managedFields"),
+            };
             out
         }
         _ => {
@@ -54,7 +61,6 @@ fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Opti
                     }
                 }
             }
-            m.remove("managedFields");
             if def.has_sub("status") && sub.is_none() {
                 match old.get("status") {
                     Some(s) => new["status"] = s.clone(),
@@ -70,8 +76,13 @@ fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Opti
     }
 }
 
-/// Stores an update of `old` to `new`: system fields, admission, generation, no-op detection,
-/// finalizer completion. `precondition` is the resourceVersion the client asked to update.
+/// Stores an update of `old` to `new`: system fields, admission, generation, managed fields,
+/// no-op detection, finalizer completion. `precondition` is the resourceVersion the client
+/// asked to update; `tracking` says how managedFields are kept (an apply has set them).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one write's whole context, passed by each verb"
+)]
 pub fn commit(
     st: &AppState,
     def: &ResourceDef,
@@ -80,6 +91,7 @@ pub fn commit(
     sub: Option<&str>,
     precondition: Option<u64>,
     dry_run: bool,
+    tracking: Tracking<'_>,
 ) -> ApiResult<Value> {
     let name = meta::name(old).to_string();
     let ns = meta::namespace(old).to_string();
@@ -94,6 +106,9 @@ pub fn commit(
     if def.tracks_generation() && old.get("spec") != new.get("spec") {
         let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
         meta::meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+    }
+    if let Tracking::Update { manager, subresource } = tracking {
+        ssa::track_update(def, Some(old), &mut new, manager, subresource);
     }
     // Set before the comparison so an unchanged object compares equal.
     meta::meta_mut(&mut new).insert("resourceVersion".into(), json!(rv_of(old).to_string()));
@@ -160,7 +175,12 @@ pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &
         out["spec"]["finalizers"] = obj.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
         obj = out;
     }
-    let written = commit(st, def, &old, obj, sub, precondition, is_dry_run(q))?;
+    let manager = ssa::manager_of(q, headers, "UpdateOptions", false)?;
+    let tracking = Tracking::Update {
+        manager: &manager,
+        subresource: sub.unwrap_or_default(),
+    };
+    let written = commit(st, def, &old, obj, sub, precondition, is_dry_run(q), tracking)?;
     Ok(json_response(200, &present(def, written), &warnings))
 }
 
@@ -171,6 +191,11 @@ pub fn patch_object(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
     let mode = fieldcheck::Mode::from_query(q)?;
+    let manager = ssa::manager_of(q, headers, "PatchOptions", false)?;
+    let tracking = Tracking::Update {
+        manager: &manager,
+        subresource: sub.unwrap_or_default(),
+    };
     for _ in 0..5 {
         let old = stored(st, def, &ns, &name)?;
         let current = present(def, old.clone());
@@ -191,7 +216,7 @@ pub fn patch_object(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
             _ => Some(rv_of(&old)),
         };
         let new = convert::to_storage(def, patched);
-        match commit(st, def, &old, new, sub, precondition, is_dry_run(q)) {
+        match commit(st, def, &old, new, sub, precondition, is_dry_run(q), tracking) {
             Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
             Err(e) if e.reason == "Conflict" && user_rv.is_none_or(|rv| rv == rv_of(&old)) => {
                 // Someone else wrote between our read and write: reapply, like upstream.
