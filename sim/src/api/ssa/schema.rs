@@ -30,6 +30,18 @@ struct Rule {
     kinds: Option<Vec<String>>,
     suffix: Vec<String>,
     ty: NodeType,
+    /// The list's items are atomic (`x-kubernetes-map-type: atomic` on the item type, as on
+    /// `OwnerReference`): an item is owned whole, never field by field.
+    atomic_items: bool,
+}
+
+/// The marker a `map-list` line ends with when its items are atomic.
+const ATOMIC_ITEMS: &str = "items=atomic";
+
+/// A key default as the OpenAPI gives it: JSON when it parses (`0`, `""`), else a bare string
+/// (`TCP`).
+fn key_default(d: &str) -> Value {
+    serde_json::from_str(d).unwrap_or_else(|_| Value::String(d.to_string()))
 }
 
 fn parse_type(ty: &str, keys: &[&str]) -> Result<NodeType, String> {
@@ -41,7 +53,7 @@ fn parse_type(ty: &str, keys: &[&str]) -> Result<NodeType, String> {
             NodeType::MapList(
                 keys.iter()
                     .map(|k| match k.split_once('=') {
-                        Some((n, d)) => (n.to_string(), Some(Value::String(d.to_string()))),
+                        Some((n, d)) => (n.to_string(), Some(key_default(d))),
                         None => (k.to_string(), None),
                     })
                     .collect(),
@@ -65,11 +77,19 @@ fn parse(text: &str) -> Result<Vec<Rule>, String> {
         let [kinds, path, ty, keys @ ..] = cols.as_slice() else {
             return Err(format!("schema.txt line {}: too few columns", n + 1));
         };
+        let (keys, atomic_items) = match keys.split_last() {
+            Some((&ATOMIC_ITEMS, rest)) => (rest, true),
+            _ => (keys, false),
+        };
         let ty = parse_type(ty, keys).map_err(|e| format!("schema.txt line {}: {e}", n + 1))?;
+        if atomic_items && !matches!(ty, NodeType::MapList(_)) {
+            return Err(format!("schema.txt line {}: {ATOMIC_ITEMS} on a non-map-list", n + 1));
+        }
         rules.push(Rule {
             kinds: (*kinds != "*").then(|| kinds.split(',').map(String::from).collect()),
             suffix: path.split('.').map(String::from).collect(),
             ty,
+            atomic_items,
         });
     }
     Ok(rules)
@@ -88,7 +108,9 @@ fn rules() -> &'static [Rule] {
 }
 
 /// The type of the node at `path` (field names from the root) in an object of `kind`;
-/// `is_list` picks the default when no rule names it.
+/// `is_list` picks the default when no rule names it. List items share their list's path, so
+/// an object asked for at a keyed list's path is one of its items: a struct, or atomic when the
+/// rule says its items are.
 pub fn node_type(kind: &str, path: &[&str], is_list: bool) -> NodeType {
     let mut best: Option<&Rule> = None;
     for r in rules() {
@@ -103,10 +125,11 @@ pub fn node_type(kind: &str, path: &[&str], is_list: bool) -> NodeType {
             best = Some(r);
         }
     }
-    match best.map(|r| &r.ty) {
-        Some(NodeType::Map | NodeType::Struct) if is_list => NodeType::Atomic,
-        Some(NodeType::MapList(_) | NodeType::Set) if !is_list => NodeType::Struct,
-        Some(t) => t.clone(),
+    match best.map(|r| (&r.ty, r.atomic_items)) {
+        Some((NodeType::Map | NodeType::Struct, _)) if is_list => NodeType::Atomic,
+        Some((NodeType::MapList(_), true)) if !is_list => NodeType::Atomic,
+        Some((NodeType::MapList(_) | NodeType::Set, _)) if !is_list => NodeType::Struct,
+        Some((t, _)) => t.clone(),
         None if is_list => NodeType::Atomic,
         None => NodeType::Struct,
     }
@@ -123,22 +146,41 @@ mod tests {
         assert_eq!(
             ports,
             NodeType::MapList(vec![
-                ("containerPort".into(), None),
+                ("containerPort".into(), Some(Value::from(0))),
                 ("protocol".into(), Some(Value::String("TCP".into())))
             ])
         );
         assert_eq!(
             node_type("Service", &["spec", "ports"], true),
             NodeType::MapList(vec![
-                ("port".into(), None),
+                ("port".into(), Some(Value::from(0))),
                 ("protocol".into(), Some(Value::String("TCP".into())))
             ])
         );
+        assert_eq!(
+            node_type("Pod", &["spec", "containers"], true),
+            NodeType::MapList(vec![("name".into(), Some(Value::String(String::new())))])
+        );
         assert_eq!(node_type("Service", &["spec", "selector"], false), NodeType::Atomic);
-        assert_eq!(node_type("Deployment", &["spec", "selector"], false), NodeType::Struct);
+        // LabelSelector is an atomic struct; PodSpec.nodeSelector an atomic map.
+        assert_eq!(node_type("Deployment", &["spec", "selector"], false), NodeType::Atomic);
+        assert_eq!(node_type("Pod", &["spec", "nodeSelector"], false), NodeType::Atomic);
+        assert_eq!(node_type("Pod", &["spec", "affinity"], false), NodeType::Struct);
         assert_eq!(node_type("Pod", &["spec", "tolerations"], true), NodeType::Atomic);
         assert_eq!(node_type("ConfigMap", &["data"], false), NodeType::Map);
         assert_eq!(node_type("Pod", &["metadata", "finalizers"], true), NodeType::Set);
         assert!(parse("* a.b map-list\n").is_err());
+        // A keyed list whose items are atomic: the list is keyed, an item (asked for as an
+        // object at the list's path) is atomic.
+        let refs = ["metadata", "ownerReferences"];
+        assert_eq!(
+            node_type("Pod", &refs, true),
+            NodeType::MapList(vec![("uid".into(), Some(Value::String(String::new())))])
+        );
+        assert_eq!(node_type("Pod", &refs, false), NodeType::Atomic);
+        assert_eq!(node_type("Pod", &["spec", "volumes"], false), NodeType::Struct);
+        assert!(parse("* a.b set items=atomic\n").is_err());
+        assert_eq!(key_default("TCP"), Value::String("TCP".into()));
+        assert_eq!(key_default("\"\""), Value::String(String::new()));
     }
 }

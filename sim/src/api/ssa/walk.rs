@@ -429,11 +429,26 @@ mod tests {
         );
         let dup = json!({"spec": {"containers": [{"name": "c"}, {"name": "c"}]}});
         assert!(to_field_set("Pod", &dup).unwrap_err().contains("duplicate entries"));
+        // A container's name defaults to "" in the OpenAPI, so a nameless one is keyed by "";
+        // an ObjectReference's name has no default, so a keyless service account secret is
+        // refused.
         let keyless = json!({"spec": {"containers": [{"image": "c"}]}});
+        let s = to_field_set("Pod", &keyless).unwrap();
+        assert_eq!(
+            s.to_fields_v1(),
+            json!({"f:spec": {"f:containers": {"k:{\"name\":\"\"}": {".": {}, "f:image": {}}}}})
+        );
+        let keyless = json!({"secrets": [{"namespace": "n"}]});
         assert!(
-            to_field_set("Pod", &keyless)
+            to_field_set("ServiceAccount", &keyless)
                 .unwrap_err()
                 .contains("omits key field \"name\"")
+        );
+        // Owner references are atomic items: owned whole, no field of theirs listed.
+        let owned = json!({"metadata": {"ownerReferences": [{"uid": "u", "kind": "ReplicaSet", "name": "r"}]}});
+        assert_eq!(
+            to_field_set("Pod", &owned).unwrap().to_fields_v1(),
+            json!({"f:metadata": {"f:ownerReferences": {"k:{\"uid\":\"u\"}": {}}}})
         );
     }
 
