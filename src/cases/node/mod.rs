@@ -13,10 +13,11 @@ use kube::runtime::wait::Condition;
 use crate::catalog::Case;
 use crate::framework::{CaseError, Framework};
 
+mod containers;
 mod density;
 mod images;
 mod lifecycle;
-mod resources;
+pub(crate) mod resources;
 mod stats;
 
 pub use density::DENSITY;
@@ -36,6 +37,7 @@ pub fn cases() -> Vec<Case> {
         resources::cases(),
         density::cases(),
         lifecycle::cases(),
+        containers::cases(),
     ]
     .concat()
 }
