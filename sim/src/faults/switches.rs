@@ -323,6 +323,17 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "kubelets mount ConfigMap, Secret, downward API and projected volumes empty (no files published)",
     },
     Switch {
+        name: "container-command-ignored",
+        arg: Arg::None,
+        breaks: "the container runtime ignores a container's `command` and keeps the image's ENTRYPOINT",
+    },
+    Switch {
+        name: "image-entrypoint-ignored",
+        arg: Arg::None,
+        breaks: "the container runtime drops the image's ENTRYPOINT: a container without `command` runs \
+                 its args (or the image's CMD) as the whole command line",
+    },
+    Switch {
         name: "emptydir-not-shared",
         arg: Arg::None,
         breaks: "each container of a pod gets a private emptyDir instead of the pod's shared one",

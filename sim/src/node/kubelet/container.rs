@@ -221,7 +221,20 @@ pub(super) async fn start_container(
         }
         v.iter().map(|s| runtime::expand_refs(s, &env)).collect()
     };
-    let argv0 = img.argv(&expand(&c.command), &expand(&c.args));
+    // `container-command-ignored`: a runtime that keeps the image's ENTRYPOINT although the
+    // container sets `command`. `image-entrypoint-ignored`: one that drops the image's
+    // ENTRYPOINT and runs the args (or the image's CMD) alone.
+    let command = if faults.is_on("container-command-ignored") {
+        Vec::new()
+    } else {
+        expand(&c.command)
+    };
+    let args = expand(&c.args);
+    let argv0 = if command.is_empty() && faults.is_on("image-entrypoint-ignored") {
+        if args.is_empty() { img.cmd.clone() } else { args }
+    } else {
+        img.argv(&command, &args)
+    };
     let cid = format!("{:032x}{:032x}", rand::random::<u128>(), rand::random::<u128>());
     let container_dir = kl
         .cfg
