@@ -6,6 +6,7 @@
 //! [`super::config::mount_path`] and [`super::config::file_path`].
 
 mod downward;
+mod optional;
 mod projected;
 
 use crate::catalog::Case;
@@ -14,5 +15,6 @@ use crate::catalog::Case;
 pub fn cases() -> Vec<Case> {
     let mut cases = downward::cases();
     cases.extend(projected::cases());
+    cases.extend(optional::cases());
     cases
 }
