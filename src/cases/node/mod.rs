@@ -19,6 +19,7 @@ mod images;
 mod lifecycle;
 pub(crate) mod resources;
 mod stats;
+mod termination;
 
 pub use density::DENSITY;
 pub use images::{
@@ -38,6 +39,7 @@ pub fn cases() -> Vec<Case> {
         density::cases(),
         lifecycle::cases(),
         containers::cases(),
+        termination::cases(),
     ]
     .concat()
 }

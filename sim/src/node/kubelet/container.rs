@@ -251,6 +251,34 @@ pub(super) async fn start_container(
         );
     }
     seed_rootfs(kl, &rootfs, &pod, &hostname, ip, dns.as_ref().ok());
+    // The termination-message file: as the kubelet's `makeMounts` does, an empty file per
+    // container instance under the pod's container directory, writable by any user (0666),
+    // bind-mounted at `terminationMessagePath` (default `/dev/termination-log`), so the container
+    // can write it wherever the path points and the kubelet reads it back when it ends.
+    let message_path = c
+        .termination_message_path
+        .clone()
+        .unwrap_or_else(|| "/dev/termination-log".into());
+    let message_host = container_dir.join(format!("termination-log-{}", &cid[..12]));
+    if let Err(e) = std::fs::write(&message_host, b"") {
+        return fail_create(
+            "CreateContainerError",
+            format!(
+                "failed to create termination message file {}: {e}",
+                message_host.display()
+            ),
+        );
+    }
+    let mut mounts = mounts;
+    mounts.insert(
+        0,
+        Mount {
+            at: crate::node::fs::normalise(kl.cfg.os, &message_path, "/"),
+            host: message_host,
+            read_only: false,
+            pipe: None,
+        },
+    );
     let read_only_root = kl.cfg.os == Os::Linux
         && c.security_context
             .as_ref()
