@@ -16,6 +16,7 @@ use crate::framework::{CaseError, Framework};
 mod containers;
 mod density;
 mod images;
+mod init_containers;
 mod lifecycle;
 pub(crate) mod resources;
 mod stats;
@@ -40,6 +41,7 @@ pub fn cases() -> Vec<Case> {
         lifecycle::cases(),
         containers::cases(),
         termination::cases(),
+        init_containers::cases(),
     ]
     .concat()
 }

@@ -264,7 +264,10 @@ pub(crate) struct Ctr {
 }
 
 impl Ctr {
-    fn new(c: &Container, init: bool) -> Self {
+    /// A container not started yet. Its first Waiting reason is the kubelet's default
+    /// (`convertToAPIContainerStatuses`): `PodInitializing` in a pod with init containers (for
+    /// the init and the app containers alike), `ContainerCreating` otherwise.
+    fn new(c: &Container, pod_has_init: bool) -> Self {
         let res = c.resources.clone().unwrap_or_default();
         let lim = |k: &str| {
             res.limits
@@ -275,7 +278,14 @@ impl Ctr {
         Ctr {
             name: c.name.clone(),
             image: c.image.clone().unwrap_or_default(),
-            state: CState::waiting(if init { "PodInitializing" } else { "ContainerCreating" }, None),
+            state: CState::waiting(
+                if pod_has_init {
+                    "PodInitializing"
+                } else {
+                    "ContainerCreating"
+                },
+                None,
+            ),
             last: None,
             restart_count: 0,
             ready: false,

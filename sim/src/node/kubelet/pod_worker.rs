@@ -96,7 +96,11 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
                 .flatten()
                 .map(|c| Ctr::new(c, true))
                 .collect(),
-            main: spec.containers.iter().map(|c| Ctr::new(c, false)).collect(),
+            main: spec
+                .containers
+                .iter()
+                .map(|c| Ctr::new(c, spec.init_containers.as_ref().is_some_and(|i| !i.is_empty())))
+                .collect(),
             ..Default::default()
         }),
         pod: Mutex::new(p),
