@@ -153,6 +153,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet never runs postStart/preStop lifecycle hooks",
     },
     Switch {
+        name: "exec-probe-timeout-ignored",
+        arg: Arg::None,
+        breaks: "exec probes run to their end whatever their timeoutSeconds (the kubelet before 1.20, or with \
+                 the ExecProbeTimeout gate off)",
+    },
+    Switch {
         name: "probes-ignored",
         arg: Arg::None,
         breaks: "the kubelet never runs probes: containers are ready at once and never restarted by liveness",
