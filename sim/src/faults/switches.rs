@@ -159,6 +159,11 @@ pub const SWITCHES: &[Switch] = &[
                  the ExecProbeTimeout gate off)",
     },
     Switch {
+        name: "pod-os-admission-off",
+        arg: Arg::None,
+        breaks: "kubelets admit pods whose `kubernetes.io/os` node selector or `spec.os.name` names another OS",
+    },
+    Switch {
         name: "probes-ignored",
         arg: Arg::None,
         breaks: "the kubelet never runs probes: containers are ready at once and never restarted by liveness",

@@ -13,6 +13,7 @@ use kube::runtime::wait::Condition;
 use crate::catalog::Case;
 use crate::framework::{CaseError, Framework};
 
+mod admission;
 mod containers;
 mod density;
 mod images;
@@ -42,6 +43,7 @@ pub fn cases() -> Vec<Case> {
         containers::cases(),
         termination::cases(),
         init_containers::cases(),
+        admission::cases(),
     ]
     .concat()
 }

@@ -43,6 +43,7 @@ use crate::node::registry::Image;
 use crate::node::runtime::{self, CState, LogBuffer};
 use crossconf_model::os::Os;
 
+mod admission;
 mod container;
 mod events;
 mod exec;

@@ -83,6 +83,11 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
         }
         return;
     }
+    // Admission: a pod the node refuses never gets a worker.
+    if let Some((reason, message)) = super::admission::refuse(kl, &p) {
+        tokio::spawn(super::admission::reject(kl.clone(), p, reason, message));
+        return;
+    }
     let spec = p.spec.clone().unwrap_or_default();
     let deleting_token = CancellationToken::new();
     let rt = Arc::new(PodRt {
