@@ -20,6 +20,7 @@ mod images;
 mod init_containers;
 mod lifecycle;
 pub(crate) mod resources;
+mod sleep_hooks;
 mod stats;
 mod termination;
 
@@ -44,6 +45,7 @@ pub fn cases() -> Vec<Case> {
         termination::cases(),
         init_containers::cases(),
         admission::cases(),
+        sleep_hooks::cases(),
     ]
     .concat()
 }
