@@ -150,19 +150,28 @@ async fn expect_default_limit(f: &Framework, source: Source, pod: &str, file: &s
     Ok(())
 }
 
-/// Upstream's update cases: running pod `pod` with `metadata` (labels or annotations) shown in
-/// file `file`; the file must list `before`, then after `patch` is applied to the pod, `after`.
-async fn expect_metadata_update(
-    f: &Framework,
-    source: Source,
-    pod: &str,
-    field: &str,
-    file: &str,
-    initial: &[(&str, &str)],
+/// One of upstream's update cases: pod metadata `field` (labels or annotations) shown in file
+/// `file`, the pod created with `initial`, then changed by `patch`; the file must list `before`,
+/// then `after`.
+struct MetadataUpdate {
+    field: &'static str,
+    file: &'static str,
+    initial: &'static [(&'static str, &'static str)],
     patch: serde_json::Value,
     before: &'static [&'static str],
     after: &'static [&'static str],
-) -> CaseResult {
+}
+
+/// Runs `update` in running pod `pod` with its downward API volume mounted as `source`.
+async fn expect_metadata_update(f: &Framework, source: Source, pod: &str, update: MetadataUpdate) -> CaseResult {
+    let MetadataUpdate {
+        field,
+        file,
+        initial,
+        patch,
+        before,
+        after,
+    } = update;
     let mount = mount_path(f, VOLUME);
     let path = file_path(f, &mount, file);
     let mut builder = f
@@ -208,33 +217,27 @@ async fn expect_metadata_update(
 }
 
 async fn labels_update(f: &Framework, source: Source, pod: &str) -> CaseResult {
-    expect_metadata_update(
-        f,
-        source,
-        pod,
-        "metadata.labels",
-        "labels",
-        &[("key1", "value1"), ("key2", "value2")],
-        serde_json::json!({"metadata": {"labels": {"key3": "value3"}}}),
-        &["key1=\"value1\"", "key2=\"value2\""],
-        &["key3=\"value3\""],
-    )
-    .await
+    let update = MetadataUpdate {
+        field: "metadata.labels",
+        file: "labels",
+        initial: &[("key1", "value1"), ("key2", "value2")],
+        patch: serde_json::json!({"metadata": {"labels": {"key3": "value3"}}}),
+        before: &["key1=\"value1\"", "key2=\"value2\""],
+        after: &["key3=\"value3\""],
+    };
+    expect_metadata_update(f, source, pod, update).await
 }
 
 async fn annotations_update(f: &Framework, source: Source, pod: &str) -> CaseResult {
-    expect_metadata_update(
-        f,
-        source,
-        pod,
-        "metadata.annotations",
-        "annotations",
-        &[("builder", "bar")],
-        serde_json::json!({"metadata": {"annotations": {"builder": "foo"}}}),
-        &["builder=\"bar\""],
-        &["builder=\"foo\""],
-    )
-    .await
+    let update = MetadataUpdate {
+        field: "metadata.annotations",
+        file: "annotations",
+        initial: &[("builder", "bar")],
+        patch: serde_json::json!({"metadata": {"annotations": {"builder": "foo"}}}),
+        before: &["builder=\"bar\""],
+        after: &["builder=\"foo\""],
+    };
+    expect_metadata_update(f, source, pod, update).await
 }
 
 // --- downwardAPI volume ------------------------------------------------------------------------
