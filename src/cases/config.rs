@@ -60,23 +60,23 @@ pub fn cases() -> Vec<Case> {
 /// How long a ConfigMap/Secret/label change may take to reach a mounted volume: upstream polls
 /// for `framework.PodStartTimeout` after the kubelet's sync period; two minutes covers the
 /// default one-minute sync plus the cache TTL.
-const VOLUME_UPDATE_WITHIN: Duration = Duration::from_secs(120);
+pub(crate) const VOLUME_UPDATE_WITHIN: Duration = Duration::from_secs(120);
 
 /// The mount point `name` under the OS's volume root.
-fn mount_path(f: &Framework, name: &str) -> String {
+pub(crate) fn mount_path(f: &Framework, name: &str) -> String {
     let os = f.target_os();
     os.join(os.volume_root(), name)
 }
 
 /// A file path under a mount point; `rel` uses `/` and is rebuilt with the OS separator.
-fn file_path(f: &Framework, mount: &str, rel: &str) -> String {
+pub(crate) fn file_path(f: &Framework, mount: &str, rel: &str) -> String {
     rel.split('/')
         .fold(mount.to_string(), |dir, part| f.target_os().join(&dir, part))
 }
 
 /// A container that prints the given files one after the other and exits (upstream's
 /// projected_combined.go does the same with `cat a && cat b && cat c`).
-fn reader(f: &Framework, name: &str, files: &[String]) -> ContainerBuilder {
+pub(crate) fn reader(f: &Framework, name: &str, files: &[String]) -> ContainerBuilder {
     let os = f.target_os();
     let script = files.iter().map(|p| os.cat(p)).collect::<Vec<_>>().join(" && ");
     ContainerBuilder::new(name, "agnhost").command(os.shell(&script))
@@ -88,7 +88,7 @@ fn reader(f: &Framework, name: &str, files: &[String]) -> ContainerBuilder {
 /// The kubelet writes ConfigMap, Secret and downward API values as they are, without a
 /// trailing newline, so reading several files prints their contents run together (as
 /// `value-1value-1`); comparing with the concatenation keeps the check exact on both OSes.
-async fn expect_output(f: &Framework, pod: &PodBuilder, container: &str, expected: &[&str]) -> CaseResult {
+pub(crate) async fn expect_output(f: &Framework, pod: &PodBuilder, container: &str, expected: &[&str]) -> CaseResult {
     let out = f.container_output(pod, container).await?;
     let printed = out.trim();
     let want = expected.concat();
@@ -172,7 +172,7 @@ where
 ///
 /// The ConfigMap, Secret, projected and downward API volume cases differ only in the volumes
 /// they mount and the file they read; this is the pod and the check they share.
-async fn expect_volume_reads(
+pub(crate) async fn expect_volume_reads(
     f: &Framework,
     pod: &str,
     container: &str,
@@ -196,7 +196,7 @@ async fn expect_volume_reads(
     expect_output(f, &builder, container, expected).await
 }
 
-fn pause(name: &str) -> ContainerBuilder {
+pub(crate) fn pause(name: &str) -> ContainerBuilder {
     ContainerBuilder::new(name, "agnhost").args(["pause"])
 }
 

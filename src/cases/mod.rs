@@ -15,6 +15,7 @@ pub mod probes;
 pub mod security;
 pub mod service;
 pub mod storage;
+pub mod volumes;
 pub mod windows;
 
 use crate::catalog::Case;
@@ -34,6 +35,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(config::cases());
     cases.extend(probes::cases());
     cases.extend(storage::cases());
+    cases.extend(volumes::cases());
     cases.extend(apps::cases());
     cases.extend(policy::cases());
     cases.extend(node::cases());

@@ -32,6 +32,8 @@ pub fn cases() -> Vec<Case> {
         case!(MONOTONIC_RESTARTS, Kind::Adapted, monotonic_restarts).with_timeout(Duration::from_secs(10 * 60)),
         case!(READINESS_FAILS, Kind::Adapted, readiness_fails),
         case!(READINESS_INITIAL_DELAY, Kind::Adapted, readiness_initial_delay),
+        case!(EXEC_TIMEOUT_RESTARTED, Kind::Adapted, exec_timeout_restarted),
+        case!(EXEC_TIMEOUT_NOT_READY, Kind::Adapted, exec_timeout_not_ready),
         case!(POSTSTART_EXEC, Kind::Adapted, poststart_exec),
         case!(PRESTOP_EXEC, Kind::Adapted, prestop_exec),
         case!(POSTSTART_HTTP, Kind::Adapted, poststart_http),
@@ -473,4 +475,44 @@ pub(crate) const PRESTOP_HTTP: &str = "[sig-node] Container Lifecycle Hook when 
 /// Upstream lifecycle_hook.go: an httpGet preStop hook reaches the handler pod on deletion.
 async fn prestop_http(f: &Framework) -> CaseResult {
     run_hook_case(f, Hook::PreStop, true).await
+}
+
+// --- exec probe timeouts ---------------------------------------------------------------------
+
+/// Upstream container_probe.go's exec-timeout pods: busybox running `sleep 600` with a probe
+/// that runs `sleep 10` under `timeoutSeconds: 1`, so every probe times out.
+fn sleeping_busybox(edit: impl Fn(&mut Container) + Clone + Send + Sync + 'static) -> ContainerBuilder {
+    ContainerBuilder::new("busybox", "busybox")
+        .command(["/bin/sh", "-c", "sleep 600"])
+        .with(edit)
+}
+
+fn timing_out_probe() -> Probe {
+    let mut probe = exec_probe(vec!["/bin/sh".into(), "-c".into(), "sleep 10".into()]);
+    probe.timeout_seconds = Some(1);
+    probe
+}
+
+/// Upstream container_probe.go "should be restarted with an exec liveness probe with timeout".
+pub(crate) const EXEC_TIMEOUT_RESTARTED: &str = "[sig-node] Probing container should be restarted with an exec \
+     liveness probe with timeout [MinimumKubeletVersion:1.20] [NodeConformance]";
+
+/// A liveness probe that outlasts its 1 s timeout counts as failed: the container restarts.
+async fn exec_timeout_restarted(f: &Framework) -> CaseResult {
+    let pod = f
+        .pod("busybox-liveness-timeout")
+        .container(sleeping_busybox(liveness(timing_out_probe())));
+    expect_restart(f, &pod).await
+}
+
+/// Upstream container_probe.go "should not be ready with an exec readiness probe timeout".
+pub(crate) const EXEC_TIMEOUT_NOT_READY: &str = "[sig-node] Probing container should not be ready with an exec \
+     readiness probe timeout [MinimumKubeletVersion:1.20] [NodeConformance]";
+
+/// A readiness probe that outlasts its 1 s timeout counts as failed: the pod never becomes ready.
+async fn exec_timeout_not_ready(f: &Framework) -> CaseResult {
+    let pod = f
+        .pod("busybox-readiness-timeout")
+        .container(sleeping_busybox(readiness(timing_out_probe())));
+    expect_steady(f, &pod, |p: &Pod| !is_ready(p), "never ready (its probe times out)").await
 }

@@ -188,6 +188,7 @@ pub struct PodBuilder {
     containers: Vec<ContainerBuilder>,
     init_containers: Vec<ContainerBuilder>,
     labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
     node_name: Option<String>,
     restart_policy: Option<String>,
     volumes: Vec<Volume>,
@@ -229,6 +230,7 @@ impl PodBuilder {
             containers: Vec::new(),
             init_containers: Vec::new(),
             labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
             node_name: None,
             restart_policy: None,
             volumes: Vec::new(),
@@ -259,6 +261,13 @@ impl PodBuilder {
     #[must_use]
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds an annotation (downward API cases read annotations back from a volume).
+    #[must_use]
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.annotations.insert(key.into(), value.into());
         self
     }
 
@@ -367,6 +376,7 @@ impl PodBuilder {
                 name: Some(self.name.clone()),
                 namespace: Some(f.ns().to_string()),
                 labels: Some(labels),
+                annotations: (!self.annotations.is_empty()).then(|| self.annotations.clone()),
                 ..Default::default()
             },
             spec: Some(spec),

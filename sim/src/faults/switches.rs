@@ -153,6 +153,17 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet never runs postStart/preStop lifecycle hooks",
     },
     Switch {
+        name: "exec-probe-timeout-ignored",
+        arg: Arg::None,
+        breaks: "exec probes run to their end whatever their timeoutSeconds (the kubelet before 1.20, or with \
+                 the ExecProbeTimeout gate off)",
+    },
+    Switch {
+        name: "pod-os-admission-off",
+        arg: Arg::None,
+        breaks: "kubelets admit pods whose `kubernetes.io/os` node selector or `spec.os.name` names another OS",
+    },
+    Switch {
         name: "probes-ignored",
         arg: Arg::None,
         breaks: "the kubelet never runs probes: containers are ready at once and never restarted by liveness",
@@ -321,6 +332,17 @@ pub const SWITCHES: &[Switch] = &[
         name: "volume-content-missing",
         arg: Arg::None,
         breaks: "kubelets mount ConfigMap, Secret, downward API and projected volumes empty (no files published)",
+    },
+    Switch {
+        name: "container-command-ignored",
+        arg: Arg::None,
+        breaks: "the container runtime ignores a container's `command` and keeps the image's ENTRYPOINT",
+    },
+    Switch {
+        name: "image-entrypoint-ignored",
+        arg: Arg::None,
+        breaks: "the container runtime drops the image's ENTRYPOINT: a container without `command` runs \
+                 its args (or the image's CMD) as the whole command line",
     },
     Switch {
         name: "emptydir-not-shared",

@@ -13,11 +13,16 @@ use kube::runtime::wait::Condition;
 use crate::catalog::Case;
 use crate::framework::{CaseError, Framework};
 
+mod admission;
+mod containers;
 mod density;
 mod images;
+mod init_containers;
 mod lifecycle;
-mod resources;
+pub(crate) mod resources;
+mod sleep_hooks;
 mod stats;
+mod termination;
 
 pub use density::DENSITY;
 pub use images::{
@@ -36,6 +41,11 @@ pub fn cases() -> Vec<Case> {
         resources::cases(),
         density::cases(),
         lifecycle::cases(),
+        containers::cases(),
+        termination::cases(),
+        init_containers::cases(),
+        admission::cases(),
+        sleep_hooks::cases(),
     ]
     .concat()
 }

@@ -221,7 +221,20 @@ pub(super) async fn start_container(
         }
         v.iter().map(|s| runtime::expand_refs(s, &env)).collect()
     };
-    let argv0 = img.argv(&expand(&c.command), &expand(&c.args));
+    // `container-command-ignored`: a runtime that keeps the image's ENTRYPOINT although the
+    // container sets `command`. `image-entrypoint-ignored`: one that drops the image's
+    // ENTRYPOINT and runs the args (or the image's CMD) alone.
+    let command = if faults.is_on("container-command-ignored") {
+        Vec::new()
+    } else {
+        expand(&c.command)
+    };
+    let args = expand(&c.args);
+    let argv0 = if command.is_empty() && faults.is_on("image-entrypoint-ignored") {
+        if args.is_empty() { img.cmd.clone() } else { args }
+    } else {
+        img.argv(&command, &args)
+    };
     let cid = format!("{:032x}{:032x}", rand::random::<u128>(), rand::random::<u128>());
     let container_dir = kl
         .cfg
@@ -238,6 +251,34 @@ pub(super) async fn start_container(
         );
     }
     seed_rootfs(kl, &rootfs, &pod, &hostname, ip, dns.as_ref().ok());
+    // The termination-message file: as the kubelet's `makeMounts` does, an empty file per
+    // container instance under the pod's container directory, writable by any user (0666),
+    // bind-mounted at `terminationMessagePath` (default `/dev/termination-log`), so the container
+    // can write it wherever the path points and the kubelet reads it back when it ends.
+    let message_path = c
+        .termination_message_path
+        .clone()
+        .unwrap_or_else(|| "/dev/termination-log".into());
+    let message_host = container_dir.join(format!("termination-log-{}", &cid[..12]));
+    if let Err(e) = std::fs::write(&message_host, b"") {
+        return fail_create(
+            "CreateContainerError",
+            format!(
+                "failed to create termination message file {}: {e}",
+                message_host.display()
+            ),
+        );
+    }
+    let mut mounts = mounts;
+    mounts.insert(
+        0,
+        Mount {
+            at: crate::node::fs::normalise(kl.cfg.os, &message_path, "/"),
+            host: message_host,
+            read_only: false,
+            pipe: None,
+        },
+    );
     let read_only_root = kl.cfg.os == Os::Linux
         && c.security_context
             .as_ref()

@@ -22,7 +22,7 @@ impl Kubelet {
         self.emit("default", obj, type_, reason, message);
     }
 
-    fn emit(&self, ns: &str, obj: ObjectReference, type_: &str, reason: &str, message: &str) {
+    pub(super) fn emit(&self, ns: &str, obj: ObjectReference, type_: &str, reason: &str, message: &str) {
         // A lost node (`node-lost`) reaches no API server.
         if self.health.is_lost() {
             return;

@@ -13,13 +13,20 @@ use crate::node::{error_chain, http};
 
 use super::Kubelet;
 
-/// Runs a lifecycle handler (exec or httpGet); the error is the event message.
+/// Runs a lifecycle handler (exec, httpGet or sleep); the error is the event message.
 pub(super) async fn run_handler(
     kl: &Kubelet,
     ctx: &Ctx,
     h: &k8s_openapi::api::core::v1::LifecycleHandler,
     c: &Container,
 ) -> Result<(), String> {
+    // The sleep action (PodLifecycleSleepAction): the kubelet itself waits `seconds` (zero
+    // returns at once), bounded like any hook by the grace period its caller enforces.
+    if let Some(s) = &h.sleep {
+        let secs = u64::try_from(s.seconds).unwrap_or(0);
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        return Ok(());
+    }
     if let Some(e) = &h.exec {
         let argv = e.command.clone().unwrap_or_default();
         if kl.net.faults().is_on("exec-broken") {

@@ -43,6 +43,7 @@ use crate::node::registry::Image;
 use crate::node::runtime::{self, CState, LogBuffer};
 use crossconf_model::os::Os;
 
+mod admission;
 mod container;
 mod events;
 mod exec;
@@ -264,7 +265,10 @@ pub(crate) struct Ctr {
 }
 
 impl Ctr {
-    fn new(c: &Container, init: bool) -> Self {
+    /// A container not started yet. Its first Waiting reason is the kubelet's default
+    /// (`convertToAPIContainerStatuses`): `PodInitializing` in a pod with init containers (for
+    /// the init and the app containers alike), `ContainerCreating` otherwise.
+    fn new(c: &Container, pod_has_init: bool) -> Self {
         let res = c.resources.clone().unwrap_or_default();
         let lim = |k: &str| {
             res.limits
@@ -275,7 +279,14 @@ impl Ctr {
         Ctr {
             name: c.name.clone(),
             image: c.image.clone().unwrap_or_default(),
-            state: CState::waiting(if init { "PodInitializing" } else { "ContainerCreating" }, None),
+            state: CState::waiting(
+                if pod_has_init {
+                    "PodInitializing"
+                } else {
+                    "ContainerCreating"
+                },
+                None,
+            ),
             last: None,
             restart_count: 0,
             ready: false,

@@ -83,6 +83,11 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
         }
         return;
     }
+    // Admission: a pod the node refuses never gets a worker.
+    if let Some((reason, message)) = super::admission::refuse(kl, &p) {
+        tokio::spawn(super::admission::reject(kl.clone(), p, reason, message));
+        return;
+    }
     let spec = p.spec.clone().unwrap_or_default();
     let deleting_token = CancellationToken::new();
     let rt = Arc::new(PodRt {
@@ -96,7 +101,11 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
                 .flatten()
                 .map(|c| Ctr::new(c, true))
                 .collect(),
-            main: spec.containers.iter().map(|c| Ctr::new(c, false)).collect(),
+            main: spec
+                .containers
+                .iter()
+                .map(|c| Ctr::new(c, spec.init_containers.as_ref().is_some_and(|i| !i.is_empty())))
+                .collect(),
             ..Default::default()
         }),
         pod: Mutex::new(p),

@@ -44,6 +44,13 @@ async fn probe_once(kl: &Kubelet, ctx: &Ctx, p: &Probe, c: &Container) -> Result
             ..ctx.clone()
         };
         let cancel = sub.cancel.clone();
+        // `exec-probe-timeout-ignored`: the kubelet before 1.20 (and with the ExecProbeTimeout
+        // gate off) let an exec probe run to its end whatever `timeoutSeconds` said.
+        let timeout = if kl.net.faults().is_on("exec-probe-timeout-ignored") {
+            Duration::from_secs(24 * 3600)
+        } else {
+            timeout
+        };
         return match tokio::time::timeout(timeout, programs::run(sub, argv.clone(), None)).await {
             Ok(0) => Ok(()),
             Ok(code) => Err(format!(

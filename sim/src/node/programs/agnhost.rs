@@ -54,6 +54,17 @@ fn port_flag(f: &HashMap<String, String>, name: &str, default: i64) -> Result<i6
     }
 }
 
+/// Runs the agnhost binary with its whole command line: `entrypoint-tester` prints every
+/// argument including the executable's own name (upstream prints `os.Args`, so the cases can
+/// tell `/agnhost` from `/agnhost-2`); every other subcommand sees only its arguments.
+pub async fn run_argv(ctx: Ctx, argv: Vec<String>) -> i32 {
+    if argv.get(1).map(String::as_str) == Some("entrypoint-tester") {
+        ctx.out.line(&format!("[{}]", argv.join(" ")));
+        return 0;
+    }
+    run(ctx, argv.get(1..).unwrap_or_default().to_vec()).await
+}
+
 /// Runs `agnhost <args>`.
 pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
     let Some(sub) = args.first().cloned() else {

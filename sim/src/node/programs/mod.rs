@@ -238,7 +238,8 @@ pub fn find(argv0: &str, image: &Image) -> Option<Prog> {
     let b = base_name(argv0);
     let has = |t| image.has(t);
     match b.as_str() {
-        "agnhost" if has(Tool::Agnhost) => Some(Prog::Agnhost),
+        // The agnhost image links `agnhost-2` to `agnhost` for upstream's entrypoint cases.
+        "agnhost" | "agnhost-2" if has(Tool::Agnhost) => Some(Prog::Agnhost),
         "sh" | "ash" if has(Tool::Busybox) => Some(Prog::Sh),
         "cmd" if has(Tool::Cmd) => Some(Prog::Cmd),
         "powershell" | "pwsh" if has(Tool::PowerShell) => Some(Prog::PowerShell),
@@ -278,7 +279,7 @@ pub fn run(ctx: Ctx, argv: Vec<String>, stdin: Option<Vec<u8>>) -> BoxFuture<'st
             return 127;
         };
         match prog {
-            Prog::Agnhost => agnhost::run(ctx, argv[1..].to_vec()).await,
+            Prog::Agnhost => agnhost::run_argv(ctx, argv).await,
             Prog::Sh => shell::run_sh_argv(ctx, &argv[1..], stdin).await,
             Prog::Cmd => shell::run_cmd_argv(ctx, &argv[1..]).await,
             Prog::PowerShell => shell::run_powershell_argv(ctx, &argv[1..]).await,

@@ -1,0 +1,22 @@
+//! Adapted sig-storage and sig-node volume cases beyond `config.rs`: downward API values in
+//! plain and projected volumes (resources, node allocatable defaults, metadata updates), and
+//! projected ConfigMap and Secret volumes, optional volume sources, immutable Secrets.
+//!
+//! One body per case serves both OSes: paths come from the OS profile through
+//! [`super::config::mount_path`] and [`super::config::file_path`].
+
+mod downward;
+mod immutable;
+mod optional;
+mod projected;
+
+use crate::catalog::Case;
+
+/// The cases of this area, in catalogue order.
+pub fn cases() -> Vec<Case> {
+    let mut cases = downward::cases();
+    cases.extend(projected::cases());
+    cases.extend(optional::cases());
+    cases.extend(immutable::cases());
+    cases
+}
