@@ -202,9 +202,9 @@ async fn resource(
                 return Err(ApiError::no_route(&format!("{}/{name}/{sub}", def.plural)));
             }
             match (sub, m.as_str()) {
-                ("status", "GET") => objects::get(st, t, q, headers),
-                ("status", "PUT") => objects::update(st, t, q, headers, body),
-                ("status", "PATCH") => objects::patch_object(st, t, q, headers, body),
+                ("status" | "approval", "GET") => objects::get(st, t, q, headers),
+                ("status" | "approval", "PUT") => objects::update(st, t, q, headers, body),
+                ("status" | "approval", "PATCH") => objects::patch_object(st, t, q, headers, body),
                 ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body),
                 ("binding", "POST") => objects::bind(st, &ns, name, body),
                 ("eviction", "POST") => objects::evict(st, &ns, name, q, body),

@@ -1,11 +1,10 @@
 //! The subresource POSTs that act on a pod or service account rather than write the target:
-//! binding a pod to a node, evicting a pod, and TokenRequests.
+//! binding a pod to a node and TokenRequests (evictions are in `eviction`).
 
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::delete::{DeleteOptions, delete_one};
-use super::{Query, json_response};
+use super::json_response;
 use crate::api::error::{ApiError, ApiResult, Cause};
 use crate::api::meta;
 use crate::api::registry;
@@ -69,19 +68,6 @@ pub fn bind(st: &AppState, ns: &str, pod: &str, body: &[u8]) -> ApiResult<Respon
         Err(ModifyError::NotFound) => Err(ApiError::not_found(def.group, def.plural, pod)),
         Err(ModifyError::Rejected(e)) => Err(e),
     }
-}
-
-/// POST of an Eviction: a pod delete with the eviction's DeleteOptions (no disruption budgets
-/// are modelled, so it is always allowed).
-pub fn evict(st: &AppState, ns: &str, pod: &str, q: &Query, body: &[u8]) -> ApiResult<Response> {
-    let def = registry::find("", "v1", "pods").expect("pods");
-    let opts = DeleteOptions::parse(q, body)?;
-    delete_one(st, def, ns, pod, &opts)?;
-    Ok(json_response(
-        201,
-        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-        &[],
-    ))
 }
 
 /// POST serviceaccounts/{name}/token: a TokenRequest answered with a token the server accepts.
