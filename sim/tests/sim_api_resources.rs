@@ -1,7 +1,8 @@
 //! `kubectl api-resources` against the simulated API server, compared with what a kind cluster
 //! running Kubernetes 1.33 lists (`tests/fixtures/api-resources-1.33.txt`). Every fixture row
 //! must be served exactly (short names, API version, scope, kind) unless the README's
-//! "Simulated API: deliberate gaps" section names it with a reason.
+//! "Simulated API: deliberate gaps" section names it with a reason. The same server then
+//! prints the new kinds through `kubectl get` and approves a CSR with `kubectl certificate`.
 
 mod support;
 
@@ -156,6 +157,92 @@ async fn kubectl_api_resources_match_a_kind_1_33_cluster() {
         "rows of a kind 1.33 cluster the simulator does not serve (add them, or list them with a reason under \"Simulated API: deliberate gaps\" in README.md):\n{}\n\nkubectl api-resources said:\n{stdout}",
         missing.join("\n")
     );
+    // The new kinds print upstream's columns, and `kubectl certificate approve` goes through
+    // the approval subresource.
+    let kubeconfig = dir.path().join("kubeconfig");
+    let bin = find_kubectl(None).expect("checked above");
+    let home = dir.path().to_path_buf();
+    let request = {
+        use base64::Engine;
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, "alice");
+        base64::engine::general_purpose::STANDARD.encode(params.serialize_request(&key).unwrap().pem().unwrap())
+    };
+    let manifest = format!(
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {{name: deny, namespace: default}}
+spec: {{podSelector: {{matchLabels: {{app: web}}}}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: web, namespace: default}}
+spec: {{maxUnavailable: 1, selector: {{matchLabels: {{app: web}}}}}}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {{storageclass.kubernetes.io/is-default-class: "true"}}
+provisioner: rancher.io/local-path
+---
+apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata: {{name: alice}}
+spec:
+  request: {request}
+  signerName: kubernetes.io/kube-apiserver-client
+  usages: [client auth]
+"#
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        let run = |args: &[&str], stdin: Option<&str>| {
+            use std::io::Write;
+            let mut child = Command::new(&bin)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(args)
+                .env_remove("KUBECONFIG")
+                .env("HOME", &home)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("kubectl runs");
+            if let Some(text) = stdin {
+                child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+            }
+            drop(child.stdin.take());
+            let o = child.wait_with_output().unwrap();
+            assert!(
+                o.status.success(),
+                "kubectl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        run(&["apply", "-f", "-"], Some(&manifest));
+        run(&["certificate", "approve", "alice"], None);
+        run(&["get", "netpol,pdb,sc,csr", "-A"], None)
+    })
+    .await
+    .unwrap();
+    for want in [
+        "POD-SELECTOR   AGE",
+        "networkpolicy.networking.k8s.io/deny   app=web",
+        "MIN AVAILABLE   MAX UNAVAILABLE   ALLOWED DISRUPTIONS   AGE",
+        "poddisruptionbudget.policy/web   N/A             1",
+        "PROVISIONER             RECLAIMPOLICY   VOLUMEBINDINGMODE   ALLOWVOLUMEEXPANSION   AGE",
+        "storageclass.storage.k8s.io/standard (default)   rancher.io/local-path   Delete          Immediate           false",
+        "AGE   SIGNERNAME                            REQUESTOR   REQUESTEDDURATION   CONDITION",
+        "kubernetes.io/kube-apiserver-client",
+        "Approved",
+    ] {
+        assert!(out.contains(want), "`kubectl get` lacks {want:?}:\n{out}");
+    }
+
     // Resources beyond the fixture would be something a 1.33 cluster does not serve.
     let extra: Vec<String> = served
         .iter()

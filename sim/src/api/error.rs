@@ -173,7 +173,8 @@ impl ApiError {
         .with_details(group, plural, name)
     }
 
-    /// 422 Invalid with causes: `Pod "x" is invalid: [a: b, c: d]`.
+    /// 422 Invalid with causes: `Pod "x" is invalid: [a: b, c: d]`, `Deployment.apps "x" is
+    /// invalid: ...` for a kind of a named group.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
         let lines: Vec<String> = causes.iter().map(Cause::line).collect();
         let summary = if lines.len() == 1 {
@@ -181,8 +182,18 @@ impl ApiError {
         } else {
             format!("[{}]", lines.join(", "))
         };
-        let mut e =
-            Self::new(422, "Invalid", format!("{kind} {name:?} is invalid: {summary}")).with_details(group, kind, name);
+        // `NewInvalid` names the kind as `GroupKind.String()`: `Deployment.apps`, core `Pod`.
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{qualified_kind} {name:?} is invalid: {summary}"),
+        )
+        .with_details(group, kind, name);
         if let Some(d) = e.details.as_mut() {
             d["causes"] = Value::Array(
                 causes
@@ -286,12 +297,24 @@ impl std::error::Error for ApiError {}
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
+        let mut resp = (
             code,
             [(axum::http::header::CONTENT_TYPE, "application/json")],
             status_text(&self.status()),
         )
-            .into_response()
+            .into_response();
+        // upstream's response writer turns `details.retryAfterSeconds` into a Retry-After header.
+        if let Some(secs) = self
+            .details
+            .as_ref()
+            .and_then(|d| d.get("retryAfterSeconds"))
+            .and_then(Value::as_i64)
+            .filter(|s| *s > 0)
+        {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+        }
+        resp
     }
 }
 

@@ -104,7 +104,15 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
             let body = to_bytes(req.into_body(), MAX_BODY)
                 .await
                 .map_err(|e| ApiError::bad_request(format!("failed to read the request body: {e}")))?;
-            resource(&st, &t, &method, &q, &headers, &body).await
+            let mut resp = resource(&st, &t, &method, &q, &headers, &body).await?;
+            // The deprecation filter warns on every request to a deprecated resource, as
+            // upstream's `WithDeprecationWarning` does (kubectl prints it as `Warning: ...`).
+            if let Some(w) = t.def.deprecation()
+                && let Ok(h) = axum::http::HeaderValue::from_str(&format!("299 - {w:?}"))
+            {
+                resp.headers_mut().append("Warning", h);
+            }
+            Ok(resp)
         }
     }
 }

@@ -80,6 +80,15 @@ impl ResourceDef {
 
     /// Whether a spec change bumps `metadata.generation` (upstream: objects with a status
     /// subresource whose spec a controller reconciles).
+    /// The warning upstream sends with every request to a deprecated resource
+    /// (`v1 ComponentStatus is deprecated in v1.19+`), if this is one.
+    pub fn deprecation(&self) -> Option<&'static str> {
+        match (self.group, self.plural) {
+            ("", "componentstatuses") => Some("v1 ComponentStatus is deprecated in v1.19+"),
+            _ => None,
+        }
+    }
+
     /// NetworkPolicy and IngressClass have no status but their strategies bump the generation
     /// on spec changes too; CSRs and VolumeAttachments have a status but never do.
     pub fn tracks_generation(&self) -> bool {

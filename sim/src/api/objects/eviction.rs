@@ -237,3 +237,66 @@ pub fn evict(st: &AppState, ns: &str, pod: &str, q: &Query, body: &[u8]) -> ApiR
         &[],
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::AddressBlock;
+    use crate::api::state::StateConfig;
+    use axum::response::IntoResponse;
+
+    fn state_with(pdb_status: Value) -> AppState {
+        let st = AppState::new(StateConfig::new(AddressBlock(203)));
+        st.store
+            .create(
+                "/pods",
+                "default",
+                "a",
+                json!({"metadata": {"name": "a", "namespace": "default", "labels": {"app": "web"}},
+                    "spec": {"nodeName": "n"},
+                    "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+            )
+            .unwrap();
+        st.store
+            .create(
+                PDBS,
+                "default",
+                "web",
+                json!({"metadata": {"name": "web", "namespace": "default", "generation": 1},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+                    "status": pdb_status}),
+            )
+            .unwrap();
+        st
+    }
+
+    #[test]
+    fn unobserved_budget_asks_to_retry_after_ten_seconds() {
+        let st = state_with(json!({"disruptionsAllowed": 1}));
+        let e = evict(&st, "default", "a", &Query::new(), b"").unwrap_err();
+        assert_eq!((e.code, e.reason), (429, "TooManyRequests"));
+        assert_eq!(
+            e.message,
+            "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget web is still being processed by the server."
+        );
+        let resp = e.into_response();
+        assert_eq!(resp.headers()["retry-after"], "10");
+        assert!(st.store.get("/pods", "default", "a").is_some(), "the pod stays");
+    }
+
+    #[test]
+    fn exhausted_budget_names_its_counts() {
+        let st = state_with(
+            json!({"observedGeneration": 1, "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1}),
+        );
+        let e = evict(&st, "default", "a", &Query::new(), b"").unwrap_err();
+        assert_eq!(e.message, VIOLATES_BUDGET);
+        let d = e.details.unwrap();
+        assert_eq!(d["causes"][0]["reason"], "DisruptionBudget");
+        assert_eq!(
+            d["causes"][0]["message"],
+            "The disruption budget web needs 1 healthy pods and has 1 currently"
+        );
+        assert!(d.get("retryAfterSeconds").is_none());
+    }
+}
