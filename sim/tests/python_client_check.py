@@ -5,8 +5,9 @@ Usage: python3 tests/python_client_check.py KUBECONFIG
 
 Driven by tests/sim_python_client.rs. Uses only the kubeconfig the simulator writes, the way a
 person would: namespace, ConfigMap CRUD and patch, a Deployment waited on with a pod watch,
-pod logs, node labels, and a namespace delete that completes. Exits non-zero with a message
-naming the first mismatch.
+pod logs, node labels, a typed create/read/list of every workload kind (a status the client
+cannot deserialise raises and fails the run), a PodDisruptionBudget that refuses an eviction,
+and a namespace delete that completes. Exits non-zero with a message naming the first mismatch.
 """
 
 import sys
@@ -139,6 +140,12 @@ def main(kubeconfig):
     scale = apps.read_namespaced_deployment_scale("pyweb", NS)
     check(scale.spec.replicas == 3, f"scale spec {scale.spec}")
 
+    step("typed create/read/list of every workload kind")
+    workload_kinds()
+
+    step("a disruption budget refuses an eviction")
+    budget_refuses_eviction(core, sorted(running)[0])
+
     step("pod logs")
     name = sorted(running)[0]
     logs = core.read_namespaced_pod_log(name, NS, container="web")
@@ -173,6 +180,201 @@ def main(kubeconfig):
         check(time.time() < deadline, "namespace still present after 60 s")
         time.sleep(0.2)
     print("ok")
+
+
+def pod_template(labels, restart="Always"):
+    return client.V1PodTemplateSpec(
+        metadata=client.V1ObjectMeta(labels=labels),
+        spec=client.V1PodSpec(
+            restart_policy=restart,
+            containers=[client.V1Container(name="c", image="registry.k8s.io/pause:3.10")],
+        ),
+    )
+
+
+def workload_kinds():
+    """Creates, reads and lists one object of each workload kind through the typed APIs; the
+    client deserialises every response into its model, so a missing required status field
+    raises here."""
+    core = client.CoreV1Api()
+    apps = client.AppsV1Api()
+    batch = client.BatchV1Api()
+    hpa = client.AutoscalingV2Api()
+    policy = client.PolicyV1Api()
+    labels = {"app": "pykinds"}
+    sel = client.V1LabelSelector(match_labels=labels)
+
+    def meta(name):
+        return client.V1ObjectMeta(name=name)
+
+    kinds = [
+        (
+            "ReplicationController",
+            lambda: core.create_namespaced_replication_controller(
+                NS,
+                client.V1ReplicationController(
+                    metadata=meta("rc"),
+                    spec=client.V1ReplicationControllerSpec(replicas=0, selector=labels, template=pod_template(labels)),
+                ),
+            ),
+            lambda: core.read_namespaced_replication_controller("rc", NS),
+            lambda: core.list_namespaced_replication_controller(NS),
+        ),
+        (
+            "ReplicaSet",
+            lambda: apps.create_namespaced_replica_set(
+                NS,
+                client.V1ReplicaSet(
+                    metadata=meta("rs"),
+                    spec=client.V1ReplicaSetSpec(replicas=0, selector=sel, template=pod_template(labels)),
+                ),
+            ),
+            lambda: apps.read_namespaced_replica_set("rs", NS),
+            lambda: apps.list_namespaced_replica_set(NS),
+        ),
+        (
+            "Deployment",
+            lambda: apps.create_namespaced_deployment(
+                NS,
+                client.V1Deployment(
+                    metadata=meta("dep"),
+                    spec=client.V1DeploymentSpec(replicas=0, selector=sel, template=pod_template(labels)),
+                ),
+            ),
+            lambda: apps.read_namespaced_deployment("dep", NS),
+            lambda: apps.list_namespaced_deployment(NS),
+        ),
+        (
+            "DaemonSet",
+            lambda: apps.create_namespaced_daemon_set(
+                NS,
+                client.V1DaemonSet(
+                    metadata=meta("ds"),
+                    spec=client.V1DaemonSetSpec(
+                        selector=sel,
+                        template=client.V1PodTemplateSpec(
+                            metadata=client.V1ObjectMeta(labels=labels),
+                            spec=client.V1PodSpec(
+                                node_selector={"no-such-node": "true"},
+                                containers=[client.V1Container(name="c", image="registry.k8s.io/pause:3.10")],
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+            lambda: apps.read_namespaced_daemon_set("ds", NS),
+            lambda: apps.list_namespaced_daemon_set(NS),
+        ),
+        (
+            "StatefulSet",
+            lambda: apps.create_namespaced_stateful_set(
+                NS,
+                client.V1StatefulSet(
+                    metadata=meta("sts"),
+                    spec=client.V1StatefulSetSpec(
+                        replicas=0, service_name="sts", selector=sel, template=pod_template(labels)
+                    ),
+                ),
+            ),
+            lambda: apps.read_namespaced_stateful_set("sts", NS),
+            lambda: apps.list_namespaced_stateful_set(NS),
+        ),
+        (
+            "Job",
+            lambda: batch.create_namespaced_job(
+                NS,
+                client.V1Job(metadata=meta("job"), spec=client.V1JobSpec(suspend=True, template=pod_template({}, "Never"))),
+            ),
+            lambda: batch.read_namespaced_job("job", NS),
+            lambda: batch.list_namespaced_job(NS),
+        ),
+        (
+            "CronJob",
+            lambda: batch.create_namespaced_cron_job(
+                NS,
+                client.V1CronJob(
+                    metadata=meta("cj"),
+                    spec=client.V1CronJobSpec(
+                        schedule="*/5 * * * *",
+                        suspend=True,
+                        job_template=client.V1JobTemplateSpec(spec=client.V1JobSpec(template=pod_template({}, "Never"))),
+                    ),
+                ),
+            ),
+            lambda: batch.read_namespaced_cron_job("cj", NS),
+            lambda: batch.list_namespaced_cron_job(NS),
+        ),
+        (
+            "HorizontalPodAutoscaler",
+            lambda: hpa.create_namespaced_horizontal_pod_autoscaler(
+                NS,
+                client.V2HorizontalPodAutoscaler(
+                    metadata=meta("hpa"),
+                    spec=client.V2HorizontalPodAutoscalerSpec(
+                        max_replicas=3,
+                        scale_target_ref=client.V2CrossVersionObjectReference(
+                            api_version="apps/v1", kind="Deployment", name="dep"
+                        ),
+                    ),
+                ),
+            ),
+            lambda: hpa.read_namespaced_horizontal_pod_autoscaler("hpa", NS),
+            lambda: hpa.list_namespaced_horizontal_pod_autoscaler(NS),
+        ),
+        (
+            "PodDisruptionBudget",
+            lambda: policy.create_namespaced_pod_disruption_budget(
+                NS,
+                client.V1PodDisruptionBudget(
+                    metadata=meta("pdb"), spec=client.V1PodDisruptionBudgetSpec(min_available=1, selector=sel)
+                ),
+            ),
+            lambda: policy.read_namespaced_pod_disruption_budget("pdb", NS),
+            lambda: policy.list_namespaced_pod_disruption_budget(NS),
+        ),
+    ]
+    for kind, create, read, list_ in kinds:
+        created = create()
+        check(created.kind == kind, f"created kind {created.kind!r}, expected {kind}")
+        got = read()
+        check(got.metadata.uid == created.metadata.uid, f"{kind}: read returns another object")
+        check(got.status is not None, f"{kind}: read back without a status")
+        listed = list_()
+        check(created.metadata.name in [i.metadata.name for i in listed.items], f"{kind}: list lacks the object")
+    print(f"typed kinds: {len(kinds)} created, read and listed")
+
+
+def budget_refuses_eviction(core, pod_name):
+    """A budget with maxUnavailable 0 over the netexec Deployment: the disruption controller
+    brings its status up to date, and an eviction gets upstream's 429."""
+    policy = client.PolicyV1Api()
+    policy.create_namespaced_pod_disruption_budget(
+        NS,
+        client.V1PodDisruptionBudget(
+            metadata=client.V1ObjectMeta(name="pyweb"),
+            spec=client.V1PodDisruptionBudgetSpec(
+                max_unavailable=0, selector=client.V1LabelSelector(match_labels={"app": "pyweb"})
+            ),
+        ),
+    )
+    deadline = time.time() + 30
+    while True:
+        b = policy.read_namespaced_pod_disruption_budget("pyweb", NS)
+        if b.status.observed_generation == b.metadata.generation and b.status.expected_pods == 3:
+            break
+        check(time.time() < deadline, f"disruption budget status never synced: {b.status}")
+        time.sleep(0.2)
+    check(b.status.disruptions_allowed == 0, f"disruptionsAllowed {b.status.disruptions_allowed}")
+    conds = {c.type: (c.status, c.reason) for c in (b.status.conditions or [])}
+    check(conds.get("DisruptionAllowed") == ("False", "InsufficientPods"), f"conditions {conds}")
+    eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod_name, namespace=NS))
+    e = expect_status(429, core.create_namespaced_pod_eviction, pod_name, NS, eviction)
+    check(
+        "Cannot evict pod as it would violate the pod's disruption budget." in e.body,
+        f"eviction refusal body {e.body}",
+    )
+    policy.delete_namespaced_pod_disruption_budget("pyweb", NS)
+    print(f"eviction of {pod_name} refused: {b.status.current_healthy}/{b.status.desired_healthy} healthy")
 
 
 if __name__ == "__main__":

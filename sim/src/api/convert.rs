@@ -55,7 +55,8 @@ pub fn to_storage(def: &ResourceDef, obj: Value) -> Value {
     v
 }
 
-/// Converts a stored object into the form served for `def`, with its apiVersion and kind.
+/// Converts a stored object into the form served for `def`, with its apiVersion and kind and
+/// the zero values Go would marshal ([`super::zero`]).
 pub fn from_storage(def: &ResourceDef, obj: Value) -> Value {
     let mut v = if is_new_events(def) {
         rename(obj, EVENT_RENAMES.iter().map(|(a, b)| (*b, *a)))
@@ -66,6 +67,7 @@ pub fn from_storage(def: &ResourceDef, obj: Value) -> Value {
         m.insert("apiVersion".into(), json!(def.api_version()));
         m.insert("kind".into(), json!(def.kind));
     }
+    super::zero::fill(def, &mut v);
     v
 }
 

@@ -141,6 +141,89 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
         }
         ("scheduling.k8s.io", "priorityclasses") => set(obj, "preemptionPolicy", json!("PreemptLowerPriority")),
         ("autoscaling", "horizontalpodautoscalers") => hpa_spec(child(obj, "spec")),
+        ("", "podtemplates") => {
+            if let Some(ps) = obj.get_mut("template").and_then(|t| t.get_mut("spec")) {
+                pod_spec(ps);
+            }
+        }
+        _ => cluster_kinds(def, obj),
+    }
+}
+
+/// Defaults of the networking, storage and flowcontrol kinds (`SetDefaults_*` of
+/// `pkg/apis/{networking,storage,flowcontrol}/v1/defaults.go`).
+fn cluster_kinds(def: &ResourceDef, obj: &mut Value) {
+    match (def.group, def.plural) {
+        ("networking.k8s.io", "networkpolicies") => {
+            let spec = child(obj, "spec");
+            for dir in ["ingress", "egress"] {
+                for rule in each(spec, dir) {
+                    for p in each(rule, "ports") {
+                        set(p, "protocol", json!("TCP"));
+                    }
+                }
+            }
+            if spec
+                .get("policyTypes")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+            {
+                let egress = spec
+                    .get("egress")
+                    .and_then(Value::as_array)
+                    .is_some_and(|e| !e.is_empty());
+                spec["policyTypes"] = if egress {
+                    json!(["Ingress", "Egress"])
+                } else {
+                    json!(["Ingress"])
+                };
+            }
+        }
+        ("networking.k8s.io", "ingressclasses") => {
+            if let Some(p) = obj.pointer_mut("/spec/parameters").filter(|p| p.is_object()) {
+                set(p, "scope", json!("Cluster"));
+            }
+        }
+        ("storage.k8s.io", "storageclasses") => {
+            set(obj, "reclaimPolicy", json!("Delete"));
+            set(obj, "volumeBindingMode", json!("Immediate"));
+        }
+        ("storage.k8s.io", "csidrivers") => {
+            let spec = child(obj, "spec");
+            set(spec, "attachRequired", json!(true));
+            set(spec, "podInfoOnMount", json!(false));
+            set(spec, "storageCapacity", json!(false));
+            set(spec, "fsGroupPolicy", json!("ReadWriteOnceWithFSType"));
+            set(spec, "requiresRepublish", json!(false));
+            set(spec, "seLinuxMount", json!(false));
+            if spec
+                .get("volumeLifecycleModes")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+            {
+                spec["volumeLifecycleModes"] = json!(["Persistent"]);
+            }
+        }
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => {
+            let spec = child(obj, "spec");
+            if spec.get("matchingPrecedence").and_then(Value::as_i64).unwrap_or(0) == 0 {
+                spec["matchingPrecedence"] = json!(1000);
+            }
+        }
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
+            let spec = child(obj, "spec");
+            for (key, shares) in [("limited", 30), ("exempt", 0)] {
+                if let Some(l) = spec.get_mut(key).filter(|l| l.is_object()) {
+                    set(l, "nominalConcurrencyShares", json!(shares));
+                    set(l, "lendablePercent", json!(0));
+                    if let Some(q) = l.pointer_mut("/limitResponse/queuing").filter(|q| q.is_object()) {
+                        set(q, "queues", json!(64));
+                        set(q, "handSize", json!(8));
+                        set(q, "queueLengthLimit", json!(50));
+                    }
+                }
+            }
+        }
         _ => {}
     }
 }

@@ -173,7 +173,8 @@ impl ApiError {
         .with_details(group, plural, name)
     }
 
-    /// 422 Invalid with causes: `Pod "x" is invalid: [a: b, c: d]`.
+    /// 422 Invalid with causes: `Pod "x" is invalid: [a: b, c: d]`, `Deployment.apps "x" is
+    /// invalid: ...` for a kind of a named group.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
         let lines: Vec<String> = causes.iter().map(Cause::line).collect();
         let summary = if lines.len() == 1 {
@@ -181,8 +182,18 @@ impl ApiError {
         } else {
             format!("[{}]", lines.join(", "))
         };
-        let mut e =
-            Self::new(422, "Invalid", format!("{kind} {name:?} is invalid: {summary}")).with_details(group, kind, name);
+        // `NewInvalid` names the kind as `GroupKind.String()`: `Deployment.apps`, core `Pod`.
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{qualified_kind} {name:?} is invalid: {summary}"),
+        )
+        .with_details(group, kind, name);
         if let Some(d) = e.details.as_mut() {
             d["causes"] = Value::Array(
                 causes
@@ -298,13 +309,83 @@ impl std::error::Error for ApiError {}
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
+        let mut resp = (
             code,
             [(axum::http::header::CONTENT_TYPE, "application/json")],
-            self.status().to_string(),
+            status_text(&self.status()),
         )
-            .into_response()
+            .into_response();
+        // upstream's response writer turns `details.retryAfterSeconds` into a Retry-After header.
+        if let Some(secs) = self
+            .details
+            .as_ref()
+            .and_then(|d| d.get("retryAfterSeconds"))
+            .and_then(Value::as_i64)
+            .filter(|s| *s > 0)
+        {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+        }
+        resp
     }
+}
+
+/// Key order of a `meta/v1` `Status`, as Go marshals the struct's fields.
+const STATUS_KEYS: &[&str] = &[
+    "kind",
+    "apiVersion",
+    "metadata",
+    "status",
+    "message",
+    "reason",
+    "details",
+    "code",
+];
+/// Key order of `StatusDetails`.
+const DETAILS_KEYS: &[&str] = &["name", "group", "kind", "uid", "causes", "retryAfterSeconds"];
+/// Key order of `StatusCause`.
+const CAUSE_KEYS: &[&str] = &["reason", "message", "field"];
+
+/// Writes `m`'s entries in `order` first, then any others in map order; `inner` renders the
+/// value of each key.
+fn ordered(m: &serde_json::Map<String, Value>, order: &[&str], inner: &dyn Fn(&str, &Value) -> String) -> String {
+    let known = order.iter().filter_map(|k| m.get(*k).map(|v| (*k, v)));
+    let rest = m
+        .iter()
+        .filter(|(k, _)| !order.contains(&k.as_str()))
+        .map(|(k, v)| (k.as_str(), v));
+    let parts: Vec<String> = known
+        .chain(rest)
+        .map(|(k, v)| format!("{}:{}", Value::from(k), inner(k, v)))
+        .collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+/// A `Status` object serialised with upstream's key order (`kind`, `apiVersion`, `metadata`,
+/// `status`, `message`, `reason`, `details`, `code`), nested details and causes included.
+///
+/// serde_json sorts object keys, but some clients and conformance checks compare raw Status
+/// bodies with the real server's, which Go writes in struct field order.
+pub fn status_text(v: &Value) -> String {
+    let Some(m) = v.as_object() else {
+        return v.to_string();
+    };
+    ordered(m, STATUS_KEYS, &|k, v| match (k, v) {
+        ("details", Value::Object(d)) => ordered(d, DETAILS_KEYS, &|k, v| match (k, v) {
+            ("causes", Value::Array(causes)) => {
+                let items: Vec<String> = causes
+                    .iter()
+                    .map(|c| match c {
+                        Value::Object(c) => ordered(c, CAUSE_KEYS, &|_, v| v.to_string()),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                format!("[{}]", items.join(","))
+            }
+            _ => v.to_string(),
+        }),
+        _ => v.to_string(),
+    })
 }
 
 /// Result of a request handler.
@@ -326,6 +407,30 @@ mod tests {
         );
         assert_eq!(s["details"]["causes"][0]["reason"], "FieldValueRequired");
         assert_eq!(s["details"]["kind"], "Pod");
+    }
+
+    #[test]
+    fn status_text_keeps_upstream_key_order() {
+        let e = ApiError::invalid("apps", "Deployment", "d", vec![Cause::required("spec.selector")]);
+        let text = status_text(&e.status());
+        let at = |k: &str| {
+            text.find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k} in {text}"))
+        };
+        let top = [
+            "kind",
+            "apiVersion",
+            "metadata",
+            "status",
+            "message",
+            "reason",
+            "details",
+            "code",
+        ];
+        assert!(top.windows(2).all(|w| at(w[0]) < at(w[1])), "{text}");
+        assert!(text.contains(r#""details":{"name":"d","group":"apps","kind":"Deployment","causes":[{"reason":"FieldValueRequired","message":"Required value","field":"spec.selector"}]}"#), "{text}");
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, e.status());
     }
 
     #[test]

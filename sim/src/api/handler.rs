@@ -104,7 +104,15 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
             let body = to_bytes(req.into_body(), MAX_BODY)
                 .await
                 .map_err(|e| ApiError::bad_request(format!("failed to read the request body: {e}")))?;
-            resource(&st, &t, &method, &q, &headers, &body).await
+            let mut resp = resource(&st, &t, &method, &q, &headers, &body).await?;
+            // The deprecation filter warns on every request to a deprecated resource, as
+            // upstream's `WithDeprecationWarning` does (kubectl prints it as `Warning: ...`).
+            if let Some(w) = t.def.deprecation()
+                && let Ok(h) = axum::http::HeaderValue::from_str(&format!("299 - {w:?}"))
+            {
+                resp.headers_mut().append("Warning", h);
+            }
+            Ok(resp)
         }
     }
 }
@@ -210,10 +218,12 @@ async fn resource(
                 return Err(ApiError::no_route(&format!("{}/{name}/{sub}", def.plural)));
             }
             match (sub, m.as_str()) {
-                ("status", "GET") => objects::get(st, t, q, headers),
-                ("status", "PUT") => objects::update(st, t, q, headers, body),
-                ("status", "PATCH") if is_apply(headers) => objects::apply_patch(st, t, q, headers, body).await,
-                ("status", "PATCH") => objects::patch_object(st, t, q, headers, body),
+                ("status" | "approval", "GET") => objects::get(st, t, q, headers),
+                ("status" | "approval", "PUT") => objects::update(st, t, q, headers, body),
+                ("status" | "approval", "PATCH") if is_apply(headers) => {
+                    objects::apply_patch(st, t, q, headers, body).await
+                }
+                ("status" | "approval", "PATCH") => objects::patch_object(st, t, q, headers, body),
                 ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body),
                 ("binding", "POST") => objects::bind(st, &ns, name, body),
                 ("eviction", "POST") => objects::evict(st, &ns, name, q, body),

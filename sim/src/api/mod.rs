@@ -20,6 +20,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod fieldcheck;
+pub mod flowcontrol;
 pub mod handler;
 pub mod meta;
 pub mod objects;
@@ -38,7 +39,9 @@ pub mod table;
 pub mod tls;
 pub mod transient;
 pub mod validate;
+pub mod validate_kinds;
 pub mod watch;
+pub mod zero;
 
 pub use error::{ApiError, Cause, Error};
 pub use handler::router;

@@ -201,7 +201,11 @@ pub fn document(group: &str, version: &str) -> Value {
             pp.extend(path_params.clone());
             item.insert("parameters".into(), json!(pp));
             paths.insert(format!("{scope}/{{name}}"), Value::Object(item));
-            for sub in d.subresources.iter().filter(|s| matches!(**s, "status" | "scale")) {
+            for sub in d
+                .subresources
+                .iter()
+                .filter(|s| matches!(**s, "status" | "scale" | "approval"))
+            {
                 let mut s = Map::new();
                 s.insert(
                     "get".into(),

@@ -15,6 +15,8 @@ const RW: &[&str] = &[
     "update",
     "watch",
 ];
+/// Verbs of a read-only computed resource (ComponentStatus).
+const READ: &[&str] = &["get", "list"];
 /// Verbs of a create-only review resource.
 const CREATE: &[&str] = &["create"];
 
@@ -78,8 +80,24 @@ impl ResourceDef {
 
     /// Whether a spec change bumps `metadata.generation` (upstream: objects with a status
     /// subresource whose spec a controller reconciles).
+    /// The warning upstream sends with every request to a deprecated resource
+    /// (`v1 ComponentStatus is deprecated in v1.19+`), if this is one.
+    pub fn deprecation(&self) -> Option<&'static str> {
+        match (self.group, self.plural) {
+            ("", "componentstatuses") => Some("v1 ComponentStatus is deprecated in v1.19+"),
+            _ => None,
+        }
+    }
+
+    /// NetworkPolicy and IngressClass have no status but their strategies bump the generation
+    /// on spec changes too; CSRs and VolumeAttachments have a status but never do.
     pub fn tracks_generation(&self) -> bool {
-        self.has_sub("status") && !matches!(self.plural, "pods" | "namespaces" | "nodes" | "services")
+        (self.has_sub("status")
+            && !matches!(
+                self.plural,
+                "pods" | "namespaces" | "nodes" | "services" | "certificatesigningrequests" | "volumeattachments"
+            ))
+            || matches!(self.plural, "networkpolicies" | "ingressclasses")
     }
 }
 
@@ -140,6 +158,8 @@ pub static RESOURCES: &[ResourceDef] = &[
         &["pvc"], NONE, true, RW, &["status"]),
     def("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", &["pv"], NONE, false, RW, &["status"]),
     def("", "v1", "Binding", "bindings", "binding", NONE, NONE, true, CREATE, NONE),
+    def("", "v1", "PodTemplate", "podtemplates", "podtemplate", NONE, NONE, true, RW, NONE),
+    def("", "v1", "ComponentStatus", "componentstatuses", "componentstatus", &["cs"], NONE, false, READ, NONE),
     def("apps", "v1", "Deployment", "deployments", "deployment", &["deploy"], ALL, true, RW, &["status", "scale"]),
     def("apps", "v1", "ReplicaSet", "replicasets", "replicaset", &["rs"], ALL, true, RW, &["status", "scale"]),
     def("apps", "v1", "DaemonSet", "daemonsets", "daemonset", &["ds"], ALL, true, RW, &["status"]),
@@ -157,6 +177,25 @@ pub static RESOURCES: &[ResourceDef] = &[
         storage_of: Some(("", "events")),
         ..def("events.k8s.io", "v1", "Event", "events", "event", &["ev"], NONE, true, RW, NONE)
     },
+    def("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", "networkpolicy",
+        &["netpol"], NONE, true, RW, NONE),
+    def("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress", &["ing"], NONE, true, RW, &["status"]),
+    def("networking.k8s.io", "v1", "IngressClass", "ingressclasses", "ingressclass", NONE, NONE, false, RW, NONE),
+    def("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget",
+        &["pdb"], NONE, true, RW, &["status"]),
+    def("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", &["sc"], NONE, false, RW, NONE),
+    def("storage.k8s.io", "v1", "CSIDriver", "csidrivers", "csidriver", NONE, NONE, false, RW, NONE),
+    def("storage.k8s.io", "v1", "CSINode", "csinodes", "csinode", NONE, NONE, false, RW, NONE),
+    def("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", "volumeattachment",
+        NONE, NONE, false, RW, &["status"]),
+    def("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities", "csistoragecapacity",
+        NONE, NONE, true, RW, NONE),
+    def("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests",
+        "certificatesigningrequest", &["csr"], NONE, false, RW, &["approval", "status"]),
+    def("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "flowschemas", "flowschema",
+        NONE, NONE, false, RW, &["status"]),
+    def("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations",
+        "prioritylevelconfiguration", NONE, NONE, false, RW, &["status"]),
     def("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", "selfsubjectaccessreview",
         NONE, NONE, false, CREATE, NONE),
     def("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", "selfsubjectrulesreview",

@@ -201,7 +201,7 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
         ("scheduling.k8s.io", "priorityclasses") if obj.get("value").and_then(Value::as_i64).is_none() => {
             out.push(Cause::required("value"));
         }
-        _ => {}
+        _ => super::validate_kinds::validate(def, obj, old, &mut out),
     }
     out
 }

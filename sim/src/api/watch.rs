@@ -103,7 +103,10 @@ impl Filter {
 }
 
 fn error_line(e: &ApiError) -> Bytes {
-    let mut s = json!({"type": "ERROR", "object": e.status()}).to_string();
+    let mut s = format!(
+        r#"{{"type":"ERROR","object":{}}}"#,
+        super::error::status_text(&e.status())
+    );
     s.push('\n');
     Bytes::from(s)
 }

@@ -8,6 +8,7 @@ pub mod clock;
 mod cronjob;
 mod daemonset;
 mod deployment;
+mod disruption;
 mod endpoints;
 mod error;
 pub mod events;

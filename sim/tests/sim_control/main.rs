@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 /// How long any single expectation may take before the test fails.
+mod disruption;
 mod lifecycle;
 mod nodelifecycle;
 mod scheduling;

@@ -27,6 +27,7 @@ use super::store::StoreError;
 mod apply;
 mod create;
 mod delete;
+mod eviction;
 mod read;
 mod scale;
 mod subresources;
@@ -35,9 +36,10 @@ mod update;
 pub use apply::apply_patch;
 pub use create::create;
 pub use delete::{DeleteOptions, delete, delete_collection, delete_one};
+pub use eviction::{VIOLATES_BUDGET, evict, set_disruption_allowed};
 pub use read::{get, list, select, selectors};
 pub use scale::{scale, selector_string};
-pub use subresources::{bind, evict, token_request};
+pub use subresources::{bind, token_request};
 pub use update::{commit, patch_object, update};
 
 /// Query parameters as a map.
@@ -45,10 +47,16 @@ pub type Query = HashMap<String, String>;
 
 /// A JSON response with warnings from field validation.
 pub fn json_response(code: u16, v: &Value, warnings: &[String]) -> Response {
+    // Status bodies (success ones too) keep upstream's key order; see `status_text`.
+    let text = if v.get("kind").and_then(Value::as_str) == Some("Status") {
+        super::error::status_text(v)
+    } else {
+        v.to_string()
+    };
     let mut resp = (
         axum::http::StatusCode::from_u16(code).unwrap_or(axum::http::StatusCode::OK),
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        v.to_string(),
+        text,
     )
         .into_response();
     for w in warnings {

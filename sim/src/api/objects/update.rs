@@ -48,6 +48,21 @@ fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Opti
             };
             out
         }
+        Some("approval") => {
+            // upstream's csr approvalStrategy: only the conditions change, the issued
+            // certificate and everything else stay as stored.
+            let mut out = old.clone();
+            let mut conds = new.pointer("/status/conditions").cloned().unwrap_or(json!([]));
+            // "If unset, when a new condition type is added ... the server defaults this to
+            // the current time" (CertificateSigningRequestCondition.lastTransitionTime).
+            for c in conds.as_array_mut().into_iter().flatten() {
+                if c.get("lastTransitionTime").is_none_or(Value::is_null) {
+                    c["lastTransitionTime"] = json!(meta::now());
+                }
+            }
+            out["status"]["conditions"] = conds;
+            out
+        }
         _ => {
             let old_meta = old.get("metadata").cloned().unwrap_or_default();
             let m = meta::meta_mut(&mut new);
@@ -102,6 +117,13 @@ pub fn commit(
     meta::drop_nulls(&mut new);
     if sub.is_none() {
         admission::on_update(st, def, old, &mut new)?;
+    }
+    if (def.group, def.plural) == ("certificates.k8s.io", "certificatesigningrequests") {
+        let mut causes = Vec::new();
+        crate::api::validate_kinds::csr_update(sub, &new, old, &mut causes);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(def.group, def.kind, &name, causes));
+        }
     }
     if def.tracks_generation() && old.get("spec") != new.get("spec") {
         let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);

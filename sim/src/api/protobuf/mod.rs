@@ -78,7 +78,7 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
         .to_string();
     let fields = schema(&kind).ok_or_else(|| {
         ApiError::unsupported_media_type(format!(
-            "the simulated server reads protobuf only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Pod, Deployment, Job, CronJob, ResourceQuota, PriorityClass, HorizontalPodAutoscaler, Binding, Eviction, Scale, DeleteOptions and review objects, not {kind}; send application/json"
+            "the simulated server reads protobuf only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Pod, Deployment, Job, CronJob, ResourceQuota, PriorityClass, HorizontalPodAutoscaler, CertificateSigningRequest, Binding, Eviction, Scale, DeleteOptions and review objects, not {kind}; send application/json"
         ))
     })?;
     use base64::Engine;

@@ -497,6 +497,34 @@ const SCALE: &[Field] = &[
     (2, "spec", Kind::Msg(SCALE_SPEC)),
 ];
 
+const CSR_SPEC: &[Field] = &[
+    (1, "request", Kind::Bytes),
+    (2, "username", Kind::Str),
+    (3, "uid", Kind::Str),
+    (4, "groups", Kind::RepStr),
+    (5, "usages", Kind::RepStr),
+    (7, "signerName", Kind::Str),
+    (8, "expirationSeconds", Kind::Int),
+];
+const CSR_CONDITION: &[Field] = &[
+    (1, "type", Kind::Str),
+    (2, "reason", Kind::Str),
+    (3, "message", Kind::Str),
+    (4, "lastUpdateTime", Kind::Time),
+    (5, "lastTransitionTime", Kind::Time),
+    (6, "status", Kind::Str),
+];
+const CSR_STATUS: &[Field] = &[
+    (1, "conditions", Kind::RepMsg(CSR_CONDITION)),
+    (2, "certificate", Kind::Bytes),
+];
+/// `kubectl certificate approve|deny` updates the approval subresource with protobuf.
+const CSR: &[Field] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "spec", Kind::Msg(CSR_SPEC)),
+    (3, "status", Kind::Msg(CSR_STATUS)),
+];
+
 pub(super) fn schema(kind: &str) -> Option<&'static [Field]> {
     Some(match kind {
         "Namespace" => NAMESPACE,
@@ -519,6 +547,7 @@ pub(super) fn schema(kind: &str) -> Option<&'static [Field]> {
         "Eviction" => EVICTION,
         "Binding" => BINDING,
         "Scale" => SCALE,
+        "CertificateSigningRequest" => CSR,
         _ => return None,
     })
 }

@@ -274,7 +274,7 @@ pub(super) fn columns(def: &ResourceDef) -> &'static [Column] {
         ("node.k8s.io", "runtimeclasses") => RUNTIMECLASSES,
         ("apps", "controllerrevisions") => CONTROLLERREVISIONS,
         ("autoscaling", "horizontalpodautoscalers") => HORIZONTALPODAUTOSCALERS,
-        _ => OTHERS,
+        _ => super::cluster::columns(def).unwrap_or(OTHERS),
     }
 }
 

@@ -17,6 +17,7 @@ use super::registry::ResourceDef;
 use columns::columns;
 
 mod cells;
+mod cluster;
 mod columns;
 
 pub use cells::pod_status;
