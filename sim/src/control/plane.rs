@@ -45,11 +45,13 @@ pub enum Component {
     /// The node lifecycle controller: node health from heartbeats and Leases, the not-ready and
     /// unreachable taints, and pods on a failing node marked not ready.
     NodeLifecycle,
+    /// Fills the rules of ClusterRoles that have an `aggregationRule`.
+    ClusterRoleAggregation,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Component; 13] = [
+    pub const ALL: [Component; 14] = [
         Component::Scheduler,
         Component::Namespace,
         Component::ServiceAccount,
@@ -63,6 +65,7 @@ impl Component {
         Component::GarbageCollector,
         Component::ResourceQuota,
         Component::NodeLifecycle,
+        Component::ClusterRoleAggregation,
     ];
 
     /// The name the `controller-stopped=NAME` fault switch uses for this loop.
@@ -81,6 +84,7 @@ impl Component {
             Component::GarbageCollector => "garbagecollector",
             Component::ResourceQuota => "resourcequota",
             Component::NodeLifecycle => "nodelifecycle",
+            Component::ClusterRoleAggregation => "clusterrole-aggregation",
         }
     }
 
@@ -101,6 +105,7 @@ impl Component {
             Component::ResourceQuota => "resource-quota-controller",
             // Upstream's recorder for the node lifecycle controller says `node-controller`.
             Component::NodeLifecycle => "node-controller",
+            Component::ClusterRoleAggregation => "clusterrole-aggregation-controller",
         }
     }
 }
@@ -260,6 +265,7 @@ pub async fn start(client: kube::Client, cfg: ControlConfig, cancel: Cancellatio
             Component::GarbageCollector => spawn(component, super::gc::run(c)),
             Component::ResourceQuota => spawn(component, super::quota::run(c)),
             Component::NodeLifecycle => spawn(component, super::nodelifecycle::run(c)),
+            Component::ClusterRoleAggregation => spawn(component, super::clusterroleaggregation::run(c)),
         };
         tasks.push((component, task));
     }

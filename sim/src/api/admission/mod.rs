@@ -221,43 +221,9 @@ fn admission_forbidden(def: &ResourceDef, obj: &Value, why: &str) -> ApiError {
     ApiError::forbidden(format!("{resource} {:?} is forbidden: {why}", meta::name(obj)))
 }
 
-/// Answers a review resource (never stored): access reviews allow everything for the
-/// authenticated admin, as on a cluster where the kubeconfig user is cluster-admin.
-pub fn review(st: &AppState, def: &ResourceDef, mut obj: Value) -> ApiResult<Value> {
-    let _ = st;
-    meta::meta_mut(&mut obj).insert("creationTimestamp".into(), Value::Null);
-    match def.plural {
-        "selfsubjectaccessreviews" => {
-            let attrs = obj.pointer("/spec/resourceAttributes").is_some()
-                || obj.pointer("/spec/nonResourceAttributes").is_some();
-            if !attrs {
-                return Err(ApiError::invalid(
-                    def.group,
-                    def.kind,
-                    "",
-                    vec![Cause::invalid(
-                        "spec.resourceAttributes",
-                        &Value::Null,
-                        "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-                    )],
-                ));
-            }
-            obj["status"] =
-                json!({"allowed": true, "reason": "the simulated cluster authorizes its admin for everything"});
-        }
-        "selfsubjectrulesreviews" => {
-            obj["status"] = json!({
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                "incomplete": false
-            });
-        }
-        "selfsubjectreviews" => {
-            obj["status"] = json!({"userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}});
-        }
-        other => return Err(ApiError::method_not_allowed(format!("{other} cannot be created"))),
-    }
-    Ok(obj)
+/// Answers a review resource (never stored) from the live authentication and RBAC state.
+pub fn review(st: &AppState, def: &ResourceDef, obj: Value) -> ApiResult<Value> {
+    crate::api::auth::reviews::answer(st, def, obj)
 }
 
 /// Helpers for the unit tests of the admission plugins.

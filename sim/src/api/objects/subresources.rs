@@ -84,11 +84,14 @@ pub fn evict(st: &AppState, ns: &str, pod: &str, q: &Query, body: &[u8]) -> ApiR
     ))
 }
 
-/// POST serviceaccounts/{name}/token: a TokenRequest answered with a token the server accepts.
+/// POST serviceaccounts/{name}/token: a TokenRequest answered with a bound ServiceAccount
+/// token (JWT-shaped) that authenticates as the ServiceAccount until it expires or the
+/// ServiceAccount (or the pod in `spec.boundObjectRef`) is deleted.
 pub fn token_request(st: &AppState, ns: &str, sa: &str, body: &[u8]) -> ApiResult<Response> {
-    if st.store.get("/serviceaccounts", ns, sa).is_none() {
+    let Some(account) = st.store.get("/serviceaccounts", ns, sa) else {
         return Err(ApiError::not_found("", "serviceaccounts", sa));
-    }
+    };
+    let sa_uid = meta::uid(&account).to_string();
     let mut req: Value = if body.is_empty() {
         json!({})
     } else {
@@ -98,11 +101,29 @@ pub fn token_request(st: &AppState, ns: &str, sa: &str, body: &[u8]) -> ApiResul
         .pointer("/spec/expirationSeconds")
         .and_then(Value::as_i64)
         .unwrap_or(3600);
-    let token = st.issue_token(&format!("system:serviceaccount:{ns}:{sa}"));
+    let audiences: Vec<String> = req
+        .pointer("/spec/audiences")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+        .unwrap_or_default();
+    let pod = match req.pointer("/spec/boundObjectRef") {
+        Some(r) if r.get("kind").and_then(Value::as_str) == Some("Pod") => {
+            let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
+            let Some(p) = st.store.get("/pods", ns, name) else {
+                return Err(ApiError::not_found("", "pods", name));
+            };
+            Some((name.to_string(), meta::uid(&p).to_string()))
+        }
+        _ => None,
+    };
+    let issued = st.tokens.issue_service_account(ns, sa, &sa_uid, secs, &audiences, pod);
     req["apiVersion"] = json!("authentication.k8s.io/v1");
     req["kind"] = json!("TokenRequest");
     req["metadata"] = json!({"name": sa, "namespace": ns, "creationTimestamp": null});
     req["spec"]["expirationSeconds"] = json!(secs);
-    req["status"] = json!({"token": token, "expirationTimestamp": meta::now_plus(secs)});
+    if audiences.is_empty() {
+        req["spec"]["audiences"] = json!([crate::api::auth::tokens::ISSUER]);
+    }
+    req["status"] = json!({"token": issued.token, "expirationTimestamp": meta::now_plus(secs)});
     Ok(json_response(201, &req, &[]))
 }

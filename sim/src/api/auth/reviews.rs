@@ -1,0 +1,160 @@
+//! The review resources, answered about the caller or a named subject from the live RBAC
+//! state: SubjectAccessReview, LocalSubjectAccessReview, SelfSubjectAccessReview,
+//! SelfSubjectRulesReview (authorization.k8s.io) and TokenReview, SelfSubjectReview
+//! (authentication.k8s.io).
+//!
+//! The main function is [`answer`]; nothing here is stored.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::attributes::Attributes;
+use super::user::{UserInfo, current};
+use crate::api::error::{ApiError, ApiResult, Cause};
+use crate::api::registry::ResourceDef;
+use crate::api::state::AppState;
+
+fn invalid(def: &ResourceDef, field: &str, value: &Value, why: &str) -> ApiError {
+    ApiError::invalid(def.group, def.kind, "", vec![Cause::invalid(field, value, why)])
+}
+
+/// The attributes a review spec asks about, after upstream's spec validation.
+fn spec_attributes(def: &ResourceDef, spec: &Value) -> ApiResult<Attributes> {
+    let res = spec.get("resourceAttributes").filter(|v| !v.is_null());
+    let non = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    match (res, non) {
+        (Some(_), Some(n)) => Err(invalid(
+            def,
+            "spec.nonResourceAttributes",
+            n,
+            "cannot be specified in combination with resourceAttributes",
+        )),
+        (None, None) => Err(invalid(
+            def,
+            "spec.resourceAttributes",
+            &Value::Null,
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )),
+        (Some(r), None) => Ok(Attributes {
+            verb: s(r, "verb"),
+            resource_request: true,
+            group: s(r, "group"),
+            version: s(r, "version"),
+            resource: s(r, "resource"),
+            subresource: s(r, "subresource"),
+            namespace: s(r, "namespace"),
+            name: s(r, "name"),
+            path: String::new(),
+        }),
+        (None, Some(n)) => Ok(Attributes {
+            verb: s(n, "verb"),
+            path: s(n, "path"),
+            ..Attributes::default()
+        }),
+    }
+}
+
+/// The user a SubjectAccessReview spec names.
+fn spec_user(def: &ResourceDef, spec: &Value) -> ApiResult<UserInfo> {
+    let name = spec.get("user").and_then(Value::as_str).unwrap_or_default().to_string();
+    let groups: Vec<String> = spec
+        .get("groups")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+        .unwrap_or_default();
+    if name.is_empty() && groups.is_empty() {
+        return Err(invalid(
+            def,
+            "spec.user",
+            &json!(name),
+            "at least one of user or group must be specified",
+        ));
+    }
+    let extra: BTreeMap<String, Vec<String>> = spec
+        .get("extra")
+        .and_then(|e| serde_json::from_value(e.clone()).ok())
+        .unwrap_or_default();
+    Ok(UserInfo {
+        name,
+        uid: spec.get("uid").and_then(Value::as_str).unwrap_or_default().to_string(),
+        groups,
+        extra,
+    })
+}
+
+fn caller() -> ApiResult<UserInfo> {
+    current().ok_or_else(|| ApiError::internal("no user in the request context"))
+}
+
+fn access_status(st: &AppState, u: &UserInfo, a: &Attributes) -> Value {
+    let d = st.authz.authorize(&st.store, u, a);
+    let mut status = json!({"allowed": d.allowed});
+    if !d.reason.is_empty() {
+        status["reason"] = json!(d.reason);
+    }
+    status
+}
+
+/// Answers a review object `obj` (already decoded) for resource `def`.
+pub fn answer(st: &AppState, def: &ResourceDef, mut obj: Value) -> ApiResult<Value> {
+    crate::api::meta::meta_mut(&mut obj).insert("creationTimestamp".into(), Value::Null);
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let status = match def.plural {
+        "subjectaccessreviews" => {
+            let a = spec_attributes(def, &spec)?;
+            let u = spec_user(def, &spec)?;
+            access_status(st, &u, &a)
+        }
+        "localsubjectaccessreviews" => {
+            let ns = crate::api::meta::namespace(&obj).to_string();
+            if spec.get("nonResourceAttributes").is_some_and(|v| !v.is_null()) {
+                return Err(invalid(
+                    def,
+                    "spec.nonResourceAttributes",
+                    &spec["nonResourceAttributes"],
+                    "disallowed on this kind of request",
+                ));
+            }
+            let a = spec_attributes(def, &spec)?;
+            if a.namespace != ns {
+                return Err(invalid(
+                    def,
+                    "spec.resourceAttributes.namespace",
+                    &json!(a.namespace),
+                    "must match metadata.namespace",
+                ));
+            }
+            let u = spec_user(def, &spec)?;
+            access_status(st, &u, &a)
+        }
+        "selfsubjectaccessreviews" => {
+            let a = spec_attributes(def, &spec)?;
+            access_status(st, &caller()?, &a)
+        }
+        "selfsubjectrulesreviews" => {
+            let ns = spec.get("namespace").and_then(Value::as_str).unwrap_or_default();
+            let (resource, non_resource) = st.authz.rules_review(&st.store, &caller()?, ns);
+            json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false})
+        }
+        "selfsubjectreviews" => json!({"userInfo": caller()?.to_json()}),
+        "tokenreviews" => {
+            let token = spec.get("token").and_then(Value::as_str).unwrap_or_default();
+            match st.authenticate_token(token) {
+                Some(u) => {
+                    let audiences = spec
+                        .get("audiences")
+                        .filter(|a| a.as_array().is_some_and(|a| !a.is_empty()))
+                        .cloned()
+                        .unwrap_or_else(|| json!([super::tokens::ISSUER]));
+                    json!({"authenticated": true, "user": u.to_json(), "audiences": audiences})
+                }
+                None => json!({"user": {}}),
+            }
+        }
+        other => return Err(ApiError::method_not_allowed(format!("{other} cannot be created"))),
+    };
+    obj["status"] = status;
+    Ok(obj)
+}
