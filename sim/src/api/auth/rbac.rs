@@ -93,11 +93,12 @@ fn url_matches(rule: &str, path: &str) -> bool {
     rule.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix))
 }
 
-/// A rule and what granted it (for upstream's `RBAC: allowed by ...` reason).
+/// A rule and upstream's reason for allowing by it (`RBAC: allowed by ...`), built once when
+/// the user's rules are gathered so the hot path only clones an `Arc`.
 #[derive(Debug, Clone)]
 struct Grant {
     rule: Rule,
-    source: Arc<str>,
+    reason: Arc<str>,
 }
 
 /// Everything a user's bindings grant: cluster-wide, and per namespace.
@@ -116,7 +117,7 @@ pub struct Decision {
     /// Whether the request is allowed.
     pub allowed: bool,
     /// Upstream's reason (`RBAC: allowed by ...`, or why rules could not be read).
-    pub reason: String,
+    pub reason: Arc<str>,
 }
 
 /// The RBAC authorizer with its per-user cache.
@@ -198,7 +199,7 @@ impl Authorizer {
         if u.in_group(MASTERS) {
             return Decision {
                 allowed: true,
-                reason: String::new(),
+                reason: Arc::from(""),
             };
         }
         let rules = self.rules_for(store, u);
@@ -213,7 +214,7 @@ impl Authorizer {
         if let Some(g) = found {
             return Decision {
                 allowed: true,
-                reason: format!("RBAC: allowed by {}", g.source),
+                reason: g.reason.clone(),
             };
         }
         let mut errors = rules.cluster_errors.clone();
@@ -225,7 +226,10 @@ impl Authorizer {
             1 => format!("RBAC: {}", errors[0]),
             _ => format!("RBAC: [{}]", errors.join(", ")),
         };
-        Decision { allowed: false, reason }
+        Decision {
+            allowed: false,
+            reason: reason.into(),
+        }
     }
 
     /// The rules the user holds in `namespace` (cluster-wide ones included), for
@@ -269,14 +273,14 @@ fn gather(store: &Store, u: &UserInfo) -> UserRules {
         let kind = b.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or_default();
         match store.get(CLUSTER_ROLES, "", role) {
             Some(r) if kind == "ClusterRole" => {
-                let source: Arc<str> = format!(
-                    "ClusterRoleBinding {bname:?} of ClusterRole {role:?} to {}",
+                let reason: Arc<str> = format!(
+                    "RBAC: allowed by ClusterRoleBinding {bname:?} of ClusterRole {role:?} to {}",
                     describe_subject(subject, "")
                 )
                 .into();
                 out.cluster.extend(rules_of(&r).into_iter().map(|rule| Grant {
                     rule,
-                    source: source.clone(),
+                    reason: reason.clone(),
                 }));
             }
             _ => out
@@ -300,8 +304,8 @@ fn gather(store: &Store, u: &UserInfo) -> UserRules {
         };
         match found {
             Some(r) => {
-                let source: Arc<str> = format!(
-                    "RoleBinding {:?} of {kind} {role:?} to {}",
+                let reason: Arc<str> = format!(
+                    "RBAC: allowed by RoleBinding {:?} of {kind} {role:?} to {}",
                     format!("{bname}/{ns}"),
                     describe_subject(subject, ns)
                 )
@@ -311,7 +315,7 @@ fn gather(store: &Store, u: &UserInfo) -> UserRules {
                     .or_default()
                     .extend(rules_of(&r).into_iter().map(|rule| Grant {
                         rule,
-                        source: source.clone(),
+                        reason: reason.clone(),
                     }));
             }
             None => {
@@ -398,13 +402,13 @@ mod tests {
         let d = z.authorize(&s, &u, &a);
         assert!(d.allowed);
         assert_eq!(
-            d.reason,
+            &*d.reason,
             r#"RBAC: allowed by RoleBinding "rb/ns" of Role "r" to ServiceAccount "sa/ns""#
         );
         assert!(!z.authorize(&s, &u, &attrs("list", "", "pods", "", "other", "")).allowed);
         s.remove(ROLES, "ns", "r", None).unwrap();
         let d = z.authorize(&s, &u, &a);
         assert!(!d.allowed);
-        assert_eq!(d.reason, r#"RBAC: role.rbac.authorization.k8s.io "r" not found"#);
+        assert_eq!(&*d.reason, r#"RBAC: role.rbac.authorization.k8s.io "r" not found"#);
     }
 }

@@ -92,7 +92,7 @@ fn access_status(st: &AppState, u: &UserInfo, a: &Attributes) -> Value {
     let d = st.authz.authorize(&st.store, u, a);
     let mut status = json!({"allowed": d.allowed});
     if !d.reason.is_empty() {
-        status["reason"] = json!(d.reason);
+        status["reason"] = json!(&*d.reason);
     }
     status
 }
