@@ -211,9 +211,43 @@ fn drive(k: &Kubectl) {
         "{err}"
     );
 
-    // A deleted ServiceAccount's token stops working.
+    // A pod of the ServiceAccount gets the token volume the ServiceAccount admission plugin
+    // adds, and the kubelet fills it with a bound token that authenticates as the account.
+    k.ok(&[
+        "run",
+        "tok",
+        "-n",
+        NS,
+        "--image=registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
+        r#"--overrides={"spec":{"serviceAccountName":"reader","nodeSelector":{"kubernetes.io/os":"linux"}}}"#,
+        "--",
+        "sleep",
+        "3600",
+    ]);
+    k.ok(&["wait", "--for=condition=Ready", "pod/tok", "-n", NS, "--timeout=60s"]);
+    let volume = k.ok(&["get", "pod", "tok", "-n", NS, "-o", "jsonpath={.spec.volumes[0].name}"]);
+    assert!(volume.starts_with("kube-api-access-"), "{volume}");
+    let dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let ns_file = k.ok(&["exec", "tok", "-n", NS, "--", "cat", &format!("{dir}/namespace")]);
+    assert_eq!(ns_file, NS);
+    let ca = k.ok(&["exec", "tok", "-n", NS, "--", "cat", &format!("{dir}/ca.crt")]);
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
+    let pod_token = k.ok(&["exec", "tok", "-n", NS, "--", "cat", &format!("{dir}/token")]);
+    let (code, out, err) = k.run(&["--token", pod_token.trim(), "auth", "whoami", "-o", "json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let who = json(&out);
+    assert_eq!(who["status"]["userInfo"]["username"], SA_USER);
+    assert_eq!(
+        who["status"]["userInfo"]["extra"]["authentication.kubernetes.io/pod-name"],
+        serde_json::json!(["tok"])
+    );
+
+    // A deleted ServiceAccount's tokens stop working, the pod's bound one included.
     k.ok(&["delete", "serviceaccount", "reader", "-n", NS]);
     let (code, _, err) = with_token(&["get", "pods", "-n", NS]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("Unauthorized"), "{err}");
+    let (code, _, err) = k.run(&["--token", pod_token.trim(), "get", "pods", "-n", NS]);
     assert_eq!(code, Some(1));
     assert!(err.contains("Unauthorized"), "{err}");
 }

@@ -7,7 +7,8 @@
 //! across allocation and the store write.
 //!
 //! Split by plugin: `pod_scheduling` holds RuntimeClass and Priority admission,
-//! `service_alloc` the Service ClusterIP and NodePort allocation, `limit_ranger` and
+//! `service_alloc` the Service ClusterIP and NodePort allocation, `service_account` the
+//! ServiceAccount plugin (default account, token volume), `limit_ranger` and
 //! `resource_quota` the namespace's LimitRanges and ResourceQuotas. This file keeps the entry
 //! points that run them in upstream's order, the fault switches that waive validation or turn a
 //! plugin off, the Job selector, and the review resources.
@@ -28,6 +29,7 @@ use service_alloc::allocate;
 mod limit_ranger;
 mod pod_scheduling;
 mod resource_quota;
+mod service_account;
 mod service_alloc;
 
 pub use service_alloc::NODE_PORTS;
@@ -57,6 +59,9 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
             runtime_class(st, obj)?;
             priority(st, obj)?;
             limit_ranger(st, def, obj)?;
+            if !plugin_off(st, "ServiceAccount") {
+                service_account::service_account(st, obj);
+            }
             let qos = obj.get("spec").map(defaults::qos_class).unwrap_or("BestEffort");
             obj["status"] = json!({"phase": "Pending", "qosClass": qos});
         }
@@ -228,7 +233,7 @@ pub fn review(st: &AppState, def: &ResourceDef, obj: Value) -> ApiResult<Value> 
 
 /// Helpers for the unit tests of the admission plugins.
 #[cfg(test)]
-mod testutil {
+pub(crate) mod testutil {
     use crate::addr::AddressBlock;
     use crate::api::state::{AppState, StateConfig};
 
