@@ -15,7 +15,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::real_clients::{ClientSim, find_kubectl, present_or_skip};
@@ -31,14 +31,25 @@ struct Kubectl {
 impl Kubectl {
     /// kubectl with only this kubeconfig and HOME beside it; `(exit code, stdout, stderr)`.
     fn run(&self, args: &[&str]) -> (Option<i32>, String, String) {
-        let out = Command::new(&self.bin)
+        self.run_in(args, "")
+    }
+
+    /// As [`Self::run`], with `stdin` as kubectl's standard input.
+    fn run_in(&self, args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
+        use std::io::Write;
+        let mut child = Command::new(&self.bin)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(args)
             .env_remove("KUBECONFIG")
             .env("HOME", self.kubeconfig.parent().unwrap())
-            .output()
-            .expect("kubectl runs");
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl starts");
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let out = child.wait_with_output().expect("kubectl runs");
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -242,6 +253,54 @@ fn drive(k: &Kubectl) {
         serde_json::json!(["tok"])
     );
 
+    // A legacy token Secret: the tokens controller fills it, and its token authenticates.
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: reader-token\n  namespace: {NS}\n  annotations:\n    kubernetes.io/service-account.name: reader\ntype: kubernetes.io/service-account-token\n"
+    );
+    let (code, _, err) = k.run_in(&["apply", "-f", "-"], &secret);
+    assert_eq!(code, Some(0), "{err}");
+    let started = Instant::now();
+    let legacy = loop {
+        let b64 = k.ok(&[
+            "get",
+            "secret",
+            "reader-token",
+            "-n",
+            NS,
+            "-o",
+            "jsonpath={.data.token}",
+        ]);
+        if !b64.is_empty() {
+            use base64::Engine;
+            let raw = base64::engine::general_purpose::STANDARD.decode(b64.trim()).unwrap();
+            break String::from_utf8(raw).unwrap();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the token secret was never filled"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let ns_b64 = k.ok(&[
+        "get",
+        "secret",
+        "reader-token",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.data.namespace}",
+    ]);
+    assert_eq!(ns_b64, "cmJhYy1rdWJlY3Rs", "base64 of the namespace");
+    let (code, out, err) = k.run(&[
+        "--token",
+        &legacy,
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ]);
+    assert_eq!((code, out.as_str()), (Some(0), SA_USER), "{err}");
+
     // A deleted ServiceAccount's tokens stop working, the pod's bound one included.
     k.ok(&["delete", "serviceaccount", "reader", "-n", NS]);
     let (code, _, err) = with_token(&["get", "pods", "-n", NS]);
@@ -250,4 +309,16 @@ fn drive(k: &Kubectl) {
     let (code, _, err) = k.run(&["--token", pod_token.trim(), "get", "pods", "-n", NS]);
     assert_eq!(code, Some(1));
     assert!(err.contains("Unauthorized"), "{err}");
+    let (code, _, err) = k.run(&["--token", &legacy, "get", "pods", "-n", NS]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("Unauthorized"), "{err}");
+    // ... and the tokens controller deletes the Secret of the deleted account.
+    let started = Instant::now();
+    while k.run(&["get", "secret", "reader-token", "-n", NS]).0 == Some(0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the orphaned token secret stayed"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -122,6 +122,13 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
         }
         ("", "services") => service(obj, old, &mut out),
         ("", "configmaps") | ("", "secrets") => {
+            if s(obj, "/type") == "kubernetes.io/service-account-token"
+                && s(obj, "/metadata/annotations/kubernetes.io~1service-account.name").is_empty()
+            {
+                out.push(Cause::required(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                ));
+            }
             for key in ["data", "binaryData"] {
                 for k in obj
                     .get(key)

@@ -24,6 +24,7 @@ mod replicaset;
 mod scheduler;
 mod serviceaccount;
 mod statefulset;
+mod tokens;
 pub mod util;
 mod writes;
 

@@ -47,11 +47,13 @@ pub enum Component {
     NodeLifecycle,
     /// Fills the rules of ClusterRoles that have an `aggregationRule`.
     ClusterRoleAggregation,
+    /// Fills legacy ServiceAccount token Secrets and deletes those of deleted accounts.
+    ServiceAccountToken,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Component; 14] = [
+    pub const ALL: [Component; 15] = [
         Component::Scheduler,
         Component::Namespace,
         Component::ServiceAccount,
@@ -66,6 +68,7 @@ impl Component {
         Component::ResourceQuota,
         Component::NodeLifecycle,
         Component::ClusterRoleAggregation,
+        Component::ServiceAccountToken,
     ];
 
     /// The name the `controller-stopped=NAME` fault switch uses for this loop.
@@ -85,6 +88,7 @@ impl Component {
             Component::ResourceQuota => "resourcequota",
             Component::NodeLifecycle => "nodelifecycle",
             Component::ClusterRoleAggregation => "clusterrole-aggregation",
+            Component::ServiceAccountToken => "serviceaccount-token",
         }
     }
 
@@ -106,6 +110,7 @@ impl Component {
             // Upstream's recorder for the node lifecycle controller says `node-controller`.
             Component::NodeLifecycle => "node-controller",
             Component::ClusterRoleAggregation => "clusterrole-aggregation-controller",
+            Component::ServiceAccountToken => "serviceaccount-token-controller",
         }
     }
 }
@@ -266,6 +271,7 @@ pub async fn start(client: kube::Client, cfg: ControlConfig, cancel: Cancellatio
             Component::ResourceQuota => spawn(component, super::quota::run(c)),
             Component::NodeLifecycle => spawn(component, super::nodelifecycle::run(c)),
             Component::ClusterRoleAggregation => spawn(component, super::clusterroleaggregation::run(c)),
+            Component::ServiceAccountToken => spawn(component, super::tokens::run(c)),
         };
         tasks.push((component, task));
     }
