@@ -253,6 +253,37 @@ fn drive(k: &Kubectl) {
         serde_json::json!(["tok"])
     );
 
+    // agnhost inclusterclient uses the mounted token and CA to call the API server through
+    // the kubernetes Service.
+    k.ok(&[
+        "run",
+        "incluster",
+        "-n",
+        NS,
+        "--image=registry.k8s.io/e2e-test-images/agnhost:2.53",
+        r#"--overrides={"spec":{"serviceAccountName":"reader","nodeSelector":{"kubernetes.io/os":"linux"}}}"#,
+        "--",
+        "inclusterclient",
+        "--poll-interval=1",
+    ]);
+    let logs_until = |want: &str| {
+        let started = Instant::now();
+        loop {
+            let (_, logs, _) = k.run(&["logs", "incluster", "-n", NS]);
+            if logs.contains(want) {
+                return logs;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "no {want:?} in the logs:\n{logs}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    let logs = logs_until("authz_header=");
+    assert!(logs.starts_with("started\n"), "{logs}");
+    assert!(!logs.contains("status=failed"), "{logs}");
+
     // A legacy token Secret: the tokens controller fills it, and its token authenticates.
     let secret = format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: reader-token\n  namespace: {NS}\n  annotations:\n    kubernetes.io/service-account.name: reader\ntype: kubernetes.io/service-account-token\n"
@@ -312,6 +343,11 @@ fn drive(k: &Kubectl) {
     let (code, _, err) = k.run(&["--token", &legacy, "get", "pods", "-n", NS]);
     assert_eq!(code, Some(1));
     assert!(err.contains("Unauthorized"), "{err}");
+    let logs = logs_until("status=failed");
+    assert!(
+        logs.contains("error checking /healthz: the server returned HTTP 401"),
+        "{logs}"
+    );
     // ... and the tokens controller deletes the Secret of the deleted account.
     let started = Instant::now();
     while k.run(&["get", "secret", "reader-token", "-n", NS]).0 == Some(0) {

@@ -117,7 +117,7 @@ impl ApiServer {
         let addr = listener
             .local_addr()
             .map_err(|source| Error::Bind { addr: want, source })?;
-        let certs = tls::generate(ip)?;
+        let certs = tls::generate(ip, Some(cfg.block.kubernetes_service()))?;
         let mut scfg = StateConfig::new(cfg.block);
         if let Some(t) = cfg.admin_token {
             scfg.admin_token = t;
