@@ -207,8 +207,28 @@ fn drive(k: &Kubectl) {
     );
     assert_eq!(k.can_sa(&["get", "secrets", "-n", "default"]), (Some(1), "no".into()));
 
+    // SelfSubjectRulesReview, as `can-i --list` prints it.
+    let list = k.ok(&["auth", "can-i", "--list", "-n", NS, "--as", SA_USER]);
+    let row = list
+        .lines()
+        .find(|l| l.starts_with("pods/log "))
+        .unwrap_or_else(|| panic!("no pods/log row:\n{list}"));
+    assert!(row.trim_end().ends_with("[get list watch]"), "{row}");
+    assert!(list.contains("selfsubjectaccessreviews.authorization.k8s.io"), "{list}");
+    let roles = k.ok(&["get", "clusterroles", "view", "edit"]);
+    assert!(roles.starts_with("NAME   CREATED AT\n"), "{roles}");
+
     // Impersonation: the admin may, the ServiceAccount may not.
     k.ok(&["get", "pods", "-n", NS, "--as", SA_USER]);
+    k.ok(&["get", "nodes", "--as", "bob", "--as-group", "system:masters"]);
+    let (code, _, err) = k.run(&["get", "nodes", "--as", "bob"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains(
+            r#"nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope"#
+        ),
+        "{err}"
+    );
     let (code, _, err) = k.run(&["get", "pods", "-n", NS, "--as", "nobody"]);
     assert_eq!(code, Some(1));
     assert!(

@@ -158,3 +158,113 @@ pub fn answer(st: &AppState, def: &ResourceDef, mut obj: Value) -> ApiResult<Val
     obj["status"] = status;
     Ok(obj)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::AddressBlock;
+    use crate::api::registry::find;
+    use crate::api::state::StateConfig;
+
+    fn sar(spec: Value) -> Value {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "metadata": {}, "spec": spec})
+    }
+
+    #[test]
+    fn subject_access_reviews_validate_and_answer_from_rbac() {
+        let st = AppState::new(StateConfig::new(AddressBlock(202)));
+        let def = find("authorization.k8s.io", "v1", "subjectaccessreviews").unwrap();
+        let e = answer(
+            &st,
+            def,
+            sar(json!({"resourceAttributes": {"verb": "get", "resource": "pods"}})),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            r#"SubjectAccessReview "" is invalid: spec.user: Invalid value: "": at least one of user or group must be specified"#
+        );
+        let e = answer(&st, def, sar(json!({"user": "u"}))).unwrap_err();
+        assert!(
+            e.message
+                .contains("exactly one of nonResourceAttributes or resourceAttributes"),
+            "{}",
+            e.message
+        );
+        // kubeadm's admin group is bound to cluster-admin by the bootstrap policy.
+        let ok = answer(
+            &st,
+            def,
+            sar(json!({"user": "x", "groups": ["kubeadm:cluster-admins"],
+                "resourceAttributes": {"verb": "delete", "resource": "nodes"}})),
+        )
+        .unwrap();
+        assert_eq!(ok["status"]["allowed"], true);
+        assert_eq!(
+            ok["status"]["reason"],
+            r#"RBAC: allowed by ClusterRoleBinding "kubeadm:cluster-admins" of ClusterRole "cluster-admin" to Group "kubeadm:cluster-admins""#
+        );
+        // Every authenticated user may read /version and discovery, nothing more.
+        let basic = |attrs: Value| {
+            answer(
+                &st,
+                def,
+                sar(json!({"user": "x", "groups": ["system:authenticated"]}).merge(attrs)),
+            )
+            .unwrap()["status"]["allowed"]
+                .clone()
+        };
+        assert_eq!(
+            basic(json!({"nonResourceAttributes": {"verb": "get", "path": "/version"}})),
+            true
+        );
+        assert_eq!(
+            basic(json!({"nonResourceAttributes": {"verb": "get", "path": "/apis/apps"}})),
+            true
+        );
+        assert_eq!(
+            basic(json!({"nonResourceAttributes": {"verb": "get", "path": "/metrics"}})),
+            false
+        );
+        assert_eq!(
+            basic(json!({"resourceAttributes": {"verb": "list", "resource": "pods"}})),
+            false
+        );
+    }
+
+    #[tokio::test]
+    async fn self_reviews_answer_about_the_caller() {
+        let st = AppState::new(StateConfig::new(AddressBlock(203)));
+        let ssr = find("authentication.k8s.io", "v1", "selfsubjectreviews").unwrap();
+        let out = crate::api::auth::user::CURRENT
+            .scope(UserInfo::admin(), async { answer(&st, ssr, json!({"metadata": {}})) })
+            .await
+            .unwrap();
+        assert_eq!(out["status"]["userInfo"]["username"], "kubernetes-admin");
+        let rules = find("authorization.k8s.io", "v1", "selfsubjectrulesreviews").unwrap();
+        let u = UserInfo::service_account("ns", "sa", "x");
+        let out = crate::api::auth::user::CURRENT
+            .scope(u, async {
+                answer(&st, rules, json!({"metadata": {}, "spec": {"namespace": "ns"}}))
+            })
+            .await
+            .unwrap();
+        let resources = out["status"]["resourceRules"].to_string();
+        assert!(resources.contains("selfsubjectaccessreviews"), "{resources}");
+        assert!(!resources.contains("\"pods\""), "{resources}");
+        assert_eq!(out["status"]["incomplete"], false);
+    }
+
+    /// `a` with the keys of `b` added.
+    trait Merge {
+        fn merge(self, b: Value) -> Value;
+    }
+    impl Merge for Value {
+        fn merge(mut self, b: Value) -> Value {
+            if let (Some(a), Value::Object(b)) = (self.as_object_mut(), b) {
+                a.extend(b);
+            }
+            self
+        }
+    }
+}
