@@ -207,6 +207,59 @@ fn drive(k: &Kubectl) {
     );
     assert_eq!(k.can_sa(&["get", "secrets", "-n", "default"]), (Some(1), "no".into()));
 
+    // Escalation prevention: allowed to create roles, the account may only grant what it holds.
+    k.ok(&[
+        "create",
+        "role",
+        "role-maker",
+        "--verb=create",
+        "--resource=roles.rbac.authorization.k8s.io,rolebindings.rbac.authorization.k8s.io",
+        "-n",
+        NS,
+    ]);
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "make-roles",
+        "--role=role-maker",
+        "--serviceaccount=rbac-kubectl:reader",
+        "-n",
+        NS,
+    ]);
+    let (code, _, err) = with_token(&["create", "role", "fine", "--verb=get", "--resource=pods", "-n", NS]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = with_token(&[
+        "create",
+        "role",
+        "too-much",
+        "--verb=get,create",
+        "--resource=pods,secrets",
+        "-n",
+        NS,
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains(concat!(
+            r#"roles.rbac.authorization.k8s.io "too-much" is forbidden: user "system:serviceaccount:rbac-kubectl:reader" (groups=["system:serviceaccounts" "system:serviceaccounts:rbac-kubectl" "system:authenticated"]) is attempting to grant RBAC permissions not currently held:"#,
+            "\n",
+            r#"{APIGroups:[""], Resources:["pods"], Verbs:["create"]}"#,
+            "\n",
+            r#"{APIGroups:[""], Resources:["secrets"], Verbs:["get" "create"]}"#
+        )),
+        "{err}"
+    );
+    let (code, _, err) = with_token(&[
+        "create",
+        "rolebinding",
+        "grab-admin",
+        "--clusterrole=admin",
+        "--serviceaccount=rbac-kubectl:reader",
+        "-n",
+        NS,
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains(r#"rolebindings.rbac.authorization.k8s.io "grab-admin" is forbidden: user "system:serviceaccount:rbac-kubectl:reader""#), "{err}");
+
     // SelfSubjectRulesReview, as `can-i --list` prints it.
     let list = k.ok(&["auth", "can-i", "--list", "-n", NS, "--as", SA_USER]);
     let row = list

@@ -77,7 +77,20 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
         _ => {}
     }
     reject(def, obj, waive(st, def, validate::validate(def, obj, None)))?;
+    rbac_escalation(st, def, obj)?;
     resource_quota(st, def, obj)
+}
+
+/// RBAC's escalation check for the caller of this write (nothing for in-process writes with
+/// no caller, such as the bootstrap policy).
+fn rbac_escalation(st: &AppState, def: &ResourceDef, obj: &Value) -> ApiResult<()> {
+    if def.group != "rbac.authorization.k8s.io" {
+        return Ok(());
+    }
+    match crate::api::auth::user::current() {
+        Some(u) => crate::api::auth::escalation::check(st, def, obj, &u),
+        None => Ok(()),
+    }
 }
 
 /// Prepares an update of `old` to `new` (main resource writes only).
@@ -155,7 +168,8 @@ pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value)
         }
         _ => {}
     }
-    reject(def, new, waive(st, def, validate::validate(def, new, Some(old))))
+    reject(def, new, waive(st, def, validate::validate(def, new, Some(old))))?;
+    rbac_escalation(st, def, new)
 }
 
 /// Drops the validation causes a fault switch turned off (an API server that lets bad objects

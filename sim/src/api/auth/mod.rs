@@ -11,10 +11,12 @@
 //! - [`rbac`]: rule matching and the per-user rule cache.
 //! - [`policy`]: the bootstrap ClusterRoles, ClusterRoleBindings, Roles and RoleBindings.
 //! - [`impersonate`]: the `Impersonate-*` headers.
+//! - [`escalation`]: no granting of rights one does not hold (`escalate` and `bind` verbs).
 //! - [`reviews`]: the access and token review resources answered from the above.
 //! - [`validation`]: upstream's validation of Roles, ClusterRoles and bindings.
 
 pub mod attributes;
+pub mod escalation;
 pub mod impersonate;
 pub mod policy;
 pub mod rbac;

@@ -232,6 +232,21 @@ impl Authorizer {
         }
     }
 
+    /// The rules the user holds in `namespace` (cluster-wide ones included; `""` for only
+    /// those), as upstream's rule resolver `RulesFor` gives them to the escalation check.
+    pub fn rules_for_namespace(&self, store: &Store, u: &UserInfo, namespace: &str) -> Vec<Rule> {
+        let rules = self.rules_for(store, u);
+        let ns = (!namespace.is_empty())
+            .then(|| rules.namespaced.get(namespace))
+            .flatten();
+        rules
+            .cluster
+            .iter()
+            .chain(ns.into_iter().flatten())
+            .map(|g| g.rule.clone())
+            .collect()
+    }
+
     /// The rules the user holds in `namespace` (cluster-wide ones included), for
     /// SelfSubjectRulesReview: `(resourceRules, nonResourceRules)`.
     pub fn rules_review(&self, store: &Store, u: &UserInfo, namespace: &str) -> (Vec<Value>, Vec<Value>) {
