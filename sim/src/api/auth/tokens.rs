@@ -22,6 +22,8 @@ use crate::api::store::Store;
 pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 /// The issuer claim of legacy Secret-based tokens.
 pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
+/// How many issued tokens make issuing sweep out the expired ones (then at every power of two).
+const SWEEP_AT: usize = 1024;
 /// The extra key upstream sets to the token's `jti` (`JTI=...`).
 pub const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
@@ -162,7 +164,14 @@ impl Tokens {
                 pod,
             }),
         };
-        self.lock().insert(token.clone(), issued);
+        let mut map = self.lock();
+        // Expired tokens are otherwise dropped only when presented: sweep them now and then
+        // so a long run's TokenRequests (kubelets rotate every pod's token) do not pile up.
+        if map.len() >= SWEEP_AT && map.len().is_power_of_two() {
+            let now = now_unix();
+            map.retain(|_, t| t.expires.is_none_or(|e| e > now));
+        }
+        map.insert(token.clone(), issued);
         IssuedToken { token, expires: exp }
     }
 
@@ -263,6 +272,15 @@ mod tests {
         let issued = t.issue_service_account("ns", "sa", "u1", -1, &[], None);
         assert!(t.authenticate(&store, &issued.token).is_none());
         assert!(t.authenticate(&store, "nope").is_none());
+    }
+
+    #[test]
+    fn expired_tokens_are_swept_as_the_map_grows() {
+        let t = Tokens::default();
+        for _ in 0..SWEEP_AT + 1 {
+            t.issue_service_account("ns", "sa", "u1", -1, &[], None);
+        }
+        assert!(t.lock().len() < 10, "{} tokens kept", t.lock().len());
     }
 
     #[test]
