@@ -357,6 +357,36 @@ fn drive(k: &Kubectl) {
     assert!(logs.starts_with("started\n"), "{logs}");
     assert!(!logs.contains("status=failed"), "{logs}");
 
+    // From inside the pod, with curl, the mounted token and CA: listing pods is allowed (the
+    // account is bound to `view` and `pod-reader`), creating one is refused with a 403 Status.
+    let api = |method_args: &str, path: &str| {
+        let script = format!(
+            "curl -s --cacert {dir}/ca.crt -H \"Authorization: Bearer $(cat {dir}/token)\" {method_args} \
+             https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT{path}",
+            dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+        );
+        json(&k.ok(&["exec", "incluster", "-n", NS, "--", "sh", "-c", &script]))
+    };
+    let pods_path = format!("/api/v1/namespaces/{NS}/pods");
+    let list = api("", &pods_path);
+    assert_eq!(list["kind"], "PodList", "{list}");
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["metadata"]["name"] == "incluster")
+    );
+    let refused = api(
+        r#"-H "Content-Type: application/json" -d '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containers":[{"name":"c","image":"registry.k8s.io/pause:3.10"}]}}'"#,
+        &pods_path,
+    );
+    assert_eq!(refused["code"], 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods is forbidden: User "system:serviceaccount:rbac-kubectl:reader" cannot create resource "pods" in API group "" in the namespace "rbac-kubectl""#
+    );
+
     // A legacy token Secret: the tokens controller fills it, and its token authenticates.
     let secret = format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: reader-token\n  namespace: {NS}\n  annotations:\n    kubernetes.io/service-account.name: reader\ntype: kubernetes.io/service-account-token\n"
