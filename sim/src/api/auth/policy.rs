@@ -4,9 +4,11 @@
 //! binding, which is what makes the admin kubeconfig user (group `kubeadm:cluster-admins`)
 //! a cluster admin on kind and kubeadm clusters (kubeadm >= 1.29).
 //!
-//! Data, written as a table of rules. The per-controller roles (`system:controller:*`) are
-//! not included: the simulator's controllers run as the admin user, and a partial list would
-//! pretend to be complete.
+//! Data, written as a table of rules transcribed from upstream's policy.go and
+//! namespace_policy.go (rules sorted as the testdata YAMLs list them). The per-controller roles
+//! (`system:controller:*`, controller_policy.go) are not included: the simulator's controllers
+//! run as the admin user, and a partial list would pretend to be complete. Roles behind feature
+//! gates that are off by default in 1.33 (DRA and others) are left out, as upstream does.
 
 use serde_json::{Value, json};
 
@@ -709,4 +711,47 @@ pub fn role_bindings() -> Vec<Value> {
             &[("ServiceAccount", "kube-system/token-cleaner")],
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(v: &Value) -> &str {
+        v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+    }
+
+    #[test]
+    fn bindings_name_bootstrap_roles_and_objects_carry_the_label() {
+        let crs = cluster_roles();
+        let role_names: Vec<&str> = crs.iter().map(name).collect();
+        for b in cluster_role_bindings() {
+            let r = b.pointer("/roleRef/name").and_then(Value::as_str).unwrap();
+            assert!(role_names.contains(&r), "{} binds missing {r}", name(&b));
+        }
+        let ns_roles = roles();
+        for b in role_bindings() {
+            let r = b.pointer("/roleRef/name").and_then(Value::as_str).unwrap();
+            let ns = b.pointer("/metadata/namespace").and_then(Value::as_str).unwrap();
+            assert!(
+                ns_roles
+                    .iter()
+                    .any(|x| name(x) == r && x.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)),
+                "{} binds missing {ns}/{r}",
+                name(&b)
+            );
+        }
+        for o in cluster_roles().iter().chain(&roles()).chain(&role_bindings()) {
+            assert_eq!(
+                o["metadata"]["labels"][BOOTSTRAP_LABEL.0],
+                BOOTSTRAP_LABEL.1,
+                "{}",
+                name(o)
+            );
+            assert_eq!(o["metadata"]["annotations"][AUTOUPDATE.0], AUTOUPDATE.1, "{}", name(o));
+        }
+        let mut sorted = role_names.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, role_names, "cluster roles in upstream's (name) order");
+    }
 }
