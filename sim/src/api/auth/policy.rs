@@ -5,9 +5,10 @@
 //! a cluster admin on kind and kubeadm clusters (kubeadm >= 1.29).
 //!
 //! Data, written as a table of rules transcribed from upstream's policy.go and
-//! namespace_policy.go (the lists inside each rule sorted, as the testdata YAMLs print them). The per-controller roles
-//! (`system:controller:*`, controller_policy.go) are not included: the simulator's controllers
-//! run as the admin user, and a partial list would pretend to be complete. Roles behind feature
+//! namespace_policy.go (the lists inside each rule sorted, as the testdata YAMLs print them).
+//! The per-controller roles (`system:controller:*`, controller_policy.go) are not included:
+//! the simulator's controllers run as the admin user, and a partial list would pretend to be
+//! complete. Roles behind feature
 //! gates that are off by default in 1.33 (DRA and others) are left out, as upstream does.
 
 use serde_json::{Value, json};
