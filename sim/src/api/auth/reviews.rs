@@ -255,6 +255,32 @@ mod tests {
         assert_eq!(out["status"]["incomplete"], false);
     }
 
+    #[test]
+    fn local_reviews_stay_in_their_namespace_and_token_reviews_authenticate() {
+        let st = AppState::new(StateConfig::new(AddressBlock(204)));
+        let lsar = find("authorization.k8s.io", "v1", "localsubjectaccessreviews").unwrap();
+        let body = |ns: &str| {
+            json!({"metadata": {"namespace": "a"}, "spec": {"user": "kubernetes-admin",
+                "groups": ["kubeadm:cluster-admins"],
+                "resourceAttributes": {"namespace": ns, "verb": "get", "resource": "pods"}}})
+        };
+        let e = answer(&st, lsar, body("b")).unwrap_err();
+        assert!(
+            e.message
+                .contains("spec.resourceAttributes.namespace: Invalid value: \"b\": must match metadata.namespace"),
+            "{}",
+            e.message
+        );
+        assert_eq!(answer(&st, lsar, body("a")).unwrap()["status"]["allowed"], true);
+        let tr = find("authentication.k8s.io", "v1", "tokenreviews").unwrap();
+        let admin = st.cfg.admin_token.clone();
+        let ok = answer(&st, tr, json!({"metadata": {}, "spec": {"token": admin}})).unwrap();
+        assert_eq!(ok["status"]["authenticated"], true);
+        assert_eq!(ok["status"]["user"]["username"], "kubernetes-admin");
+        let bad = answer(&st, tr, json!({"metadata": {}, "spec": {"token": "nope"}})).unwrap();
+        assert_eq!(bad["status"], json!({"user": {}}));
+    }
+
     /// `a` with the keys of `b` added.
     trait Merge {
         fn merge(self, b: Value) -> Value;
