@@ -333,7 +333,13 @@ impl SimCluster {
                     });
                 }
             }
-            let handle = node::start_node(client.clone(), ncfg, net.clone(), cancel.clone())
+            // Each kubelet authenticates as its node, `system:node:NAME` in `system:nodes`,
+            // as a kubeadm kubelet's client certificate says.
+            let token = api
+                .state()
+                .issue_token(&format!("system:node:{name}"), &["system:nodes"]);
+            let node_client = kube::Client::try_from(api.kube_config_for(&token)).map_err(Error::Client)?;
+            let handle = node::start_node(node_client, ncfg, net.clone(), cancel.clone())
                 .await
                 .map_err(|source| Error::Node {
                     name: name.clone(),

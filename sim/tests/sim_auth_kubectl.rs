@@ -260,6 +260,13 @@ fn drive(k: &Kubectl) {
     assert_eq!(code, Some(1));
     assert!(err.contains(r#"rolebindings.rbac.authorization.k8s.io "grab-admin" is forbidden: user "system:serviceaccount:rbac-kubectl:reader""#), "{err}");
 
+    // Kubelets are `system:node:NAME` in `system:nodes`, allowed the system:node role's rules.
+    let node = ["--as=system:node:win-0", "--as-group=system:nodes"];
+    let (code, out, _) = k.run(&["auth", "can-i", "patch", "nodes/status", node[0], node[1]]);
+    assert_eq!((code, out.trim()), (Some(0), "yes"));
+    let (code, out, _) = k.run(&["auth", "can-i", "delete", "namespaces", node[0], node[1]]);
+    assert_eq!((code, out.trim()), (Some(1), "no"));
+
     // SelfSubjectRulesReview, as `can-i --list` prints it.
     let list = k.ok(&["auth", "can-i", "--list", "-n", NS, "--as", SA_USER]);
     let row = list

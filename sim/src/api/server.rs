@@ -186,6 +186,15 @@ impl ApiServer {
         cfg
     }
 
+    /// A client configuration as [`Self::kube_config`]'s, authenticating with `token` instead
+    /// of the admin token (the kubelets' own identities).
+    pub fn kube_config_for(&self, token: &str) -> kube::Config {
+        let mut cfg = self.kube_config();
+        cfg.auth_info = serde_json::from_value(serde_json::json!({"token": token}))
+            .expect("an AuthInfo with only a token deserialises");
+        cfg
+    }
+
     /// A kubeconfig for real clients (kubectl), with the CA data and the token embedded.
     pub fn kubeconfig_yaml(&self, context_name: &str) -> String {
         use base64::Engine;

@@ -275,9 +275,28 @@ impl Authorizer {
     }
 }
 
+/// The Node authorizer, simplified: upstream lets a kubelet (`system:node:NAME` in
+/// `system:nodes`) do what the `system:node` ClusterRole lists, and only for its own node's
+/// objects (pods bound to it, their secrets and configmaps, its Node and Lease). The
+/// simulator grants the role's rules without the per-object graph, which is what the
+/// `system:node` ClusterRoleBinding to `system:nodes` did before Kubernetes 1.8.
+fn node_rules(store: &Store, u: &UserInfo, out: &mut UserRules) {
+    if !(u.name.starts_with("system:node:") && u.in_group("system:nodes")) {
+        return;
+    }
+    if let Some(role) = store.get(CLUSTER_ROLES, "", "system:node") {
+        let reason: Arc<str> = Arc::from("");
+        out.cluster.extend(rules_of(&role).into_iter().map(|rule| Grant {
+            rule,
+            reason: reason.clone(),
+        }));
+    }
+}
+
 /// Walks every binding for the user's grants.
 fn gather(store: &Store, u: &UserInfo) -> UserRules {
     let mut out = UserRules::default();
+    node_rules(store, u, &mut out);
     let (crbs, _) = store.list(CLUSTER_ROLE_BINDINGS, None);
     for b in &crbs {
         let Some(subject) = matching_subject(b, u, "") else {
@@ -367,6 +386,33 @@ mod tests {
             name: name.into(),
             ..Attributes::default()
         }
+    }
+
+    #[test]
+    fn kubelets_get_the_system_node_rules_and_others_do_not() {
+        let s = Store::new(100);
+        s.create(
+            CLUSTER_ROLES,
+            "",
+            "system:node",
+            json!({"metadata": {"name": "system:node"},
+            "rules": [{"verbs": ["patch"], "apiGroups": [""], "resources": ["nodes/status"]}]}),
+        )
+        .unwrap();
+        let z = Authorizer::default();
+        let a = attrs("patch", "", "nodes", "status", "", "win-0");
+        let node = UserInfo {
+            name: "system:node:win-0".into(),
+            groups: vec!["system:nodes".into(), "system:authenticated".into()],
+            ..UserInfo::default()
+        };
+        assert!(z.authorize(&s, &node, &a).allowed);
+        let impostor = UserInfo {
+            name: "system:node:win-0".into(),
+            groups: vec!["system:authenticated".into()],
+            ..UserInfo::default()
+        };
+        assert!(!z.authorize(&s, &impostor, &a).allowed);
     }
 
     #[test]
