@@ -141,15 +141,21 @@ pub fn answer(st: &AppState, def: &ResourceDef, mut obj: Value) -> ApiResult<Val
         "selfsubjectreviews" => json!({"userInfo": caller()?.to_json()}),
         "tokenreviews" => {
             let token = spec.get("token").and_then(Value::as_str).unwrap_or_default();
-            match st.authenticate_token(token) {
-                Some(u) => {
-                    let audiences = spec
-                        .get("audiences")
-                        .filter(|a| a.as_array().is_some_and(|a| !a.is_empty()))
-                        .cloned()
-                        .unwrap_or_else(|| json!([super::tokens::ISSUER]));
-                    json!({"authenticated": true, "user": u.to_json(), "audiences": audiences})
-                }
+            let asked: Vec<String> = spec
+                .get("audiences")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+                .filter(|a: &Vec<String>| !a.is_empty())
+                .unwrap_or_else(|| vec![super::tokens::ISSUER.to_string()]);
+            let user = if token.is_empty() {
+                None
+            } else if token == st.cfg.admin_token {
+                Some((UserInfo::admin(), asked))
+            } else {
+                st.tokens.authenticate_for(&st.store, token, &asked)
+            };
+            match user {
+                Some((u, audiences)) => json!({"authenticated": true, "user": u.to_json(), "audiences": audiences}),
                 None => json!({"user": {}}),
             }
         }

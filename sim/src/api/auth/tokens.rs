@@ -44,6 +44,9 @@ struct Issued {
     /// Unix seconds after which the token is refused.
     expires: Option<i64>,
     sa: Option<Bound>,
+    /// The `aud` claim of a ServiceAccount token; empty for opaque component tokens, which
+    /// carry no audience.
+    audiences: Vec<String>,
 }
 
 /// A TokenRequest's answer: the token and when it expires.
@@ -114,6 +117,7 @@ impl Tokens {
                 user,
                 expires: None,
                 sa: None,
+                audiences: Vec::new(),
             },
         );
         t
@@ -156,6 +160,7 @@ impl Tokens {
         }
         let issued = Issued {
             user,
+            audiences: aud.clone(),
             expires: Some(exp),
             sa: Some(Bound {
                 namespace: ns.into(),
@@ -175,13 +180,39 @@ impl Tokens {
         IssuedToken { token, expires: exp }
     }
 
-    /// The user `token` authenticates as, checking expiry and that what a ServiceAccount token
-    /// names still exists; legacy Secret tokens are checked against their Secret.
+    /// The user `token` authenticates as to the API server, checking expiry, that a
+    /// ServiceAccount token is meant for the API server (its `aud` holds the API audience,
+    /// kube-apiserver's default: the issuer) and that what it names still exists; legacy
+    /// Secret tokens are checked against their Secret.
     pub fn authenticate(&self, store: &Store, token: &str) -> Option<UserInfo> {
+        self.authenticate_for(store, token, &[ISSUER.to_string()])
+            .map(|(u, _)| u)
+    }
+
+    /// As [`Self::authenticate`] for a TokenReview asking for `audiences`: the user and the
+    /// audiences the token is valid for among them (upstream's intersection).
+    pub fn authenticate_for(
+        &self,
+        store: &Store,
+        token: &str,
+        audiences: &[String],
+    ) -> Option<(UserInfo, Vec<String>)> {
         let found = self.lock().get(token).cloned();
         let Some(issued) = found else {
-            return legacy(store, token);
+            return legacy(store, token).map(|u| (u, audiences.to_vec()));
         };
+        let granted: Vec<String> = if issued.audiences.is_empty() {
+            audiences.to_vec()
+        } else {
+            audiences
+                .iter()
+                .filter(|a| issued.audiences.contains(a))
+                .cloned()
+                .collect()
+        };
+        if granted.is_empty() {
+            return None;
+        }
         if issued.expires.is_some_and(|e| now_unix() >= e) {
             self.lock().remove(token);
             return None;
@@ -196,7 +227,7 @@ impl Tokens {
                 return None;
             }
         }
-        Some(issued.user)
+        Some((issued.user, granted))
     }
 }
 
@@ -263,6 +294,18 @@ mod tests {
         assert!(u.extra[CREDENTIAL_ID][0].starts_with("JTI="));
         store.remove("/serviceaccounts", "ns", "sa", None).unwrap();
         assert!(t.authenticate(&store, &issued.token).is_none());
+    }
+
+    #[test]
+    fn tokens_for_other_audiences_do_not_reach_the_api() {
+        let store = store_with_sa("u1");
+        let t = Tokens::default();
+        let vault = t.issue_service_account("ns", "sa", "u1", 3600, &["vault".to_string()], None);
+        assert!(t.authenticate(&store, &vault.token).is_none());
+        let (_, aud) = t
+            .authenticate_for(&store, &vault.token, &["vault".to_string(), "x".to_string()])
+            .expect("valid for vault");
+        assert_eq!(aud, ["vault"]);
     }
 
     #[test]
