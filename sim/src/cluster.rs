@@ -322,7 +322,6 @@ impl SimCluster {
         let workdir = std::env::temp_dir().join(format!("crossconf-sim-{}-{}", std::process::id(), block.0));
         std::fs::create_dir_all(&workdir).map_err(Error::WorkDir)?;
         let profile = load_profile(&cfg.profile, cfg.time_scale)?;
-        let kubelet_client = client_as(&config, "kubelet")?;
         let mut nodes = Vec::new();
         for (index, (name, os)) in specs.into_iter().enumerate() {
             let mut ncfg = NodeConfig::new(&name, os, index, block, workdir.join(&name));
@@ -338,7 +337,13 @@ impl SimCluster {
                     });
                 }
             }
-            let handle = node::start_node(kubelet_client.clone(), ncfg, net.clone(), cancel.clone())
+            // Each kubelet authenticates as its node, `system:node:NAME` in `system:nodes`,
+            // as a kubeadm kubelet's client certificate says.
+            let token = api
+                .state()
+                .issue_token(&format!("system:node:{name}"), &["system:nodes"]);
+            let node_client = client_as(&api.kube_config_for(&token), "kubelet")?;
+            let handle = node::start_node(node_client, ncfg, net.clone(), cancel.clone())
                 .await
                 .map_err(|source| Error::Node {
                     name: name.clone(),

@@ -1,6 +1,6 @@
 //! Objects every cluster has before anybody asks: the system namespaces, the `kubernetes`
 //! Service with its endpoints, the system priority classes, the API Priority and Fairness
-//! configuration and the component statuses.
+//! configuration, the component statuses and the bootstrap RBAC policy.
 
 use serde_json::{Value, json};
 
@@ -47,6 +47,17 @@ pub fn namespace_object(name: &str) -> Value {
 pub fn bootstrap(st: &AppState) {
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         put(st, "/namespaces", namespace_object(ns));
+    }
+    use super::auth::{policy, rbac};
+    for (key, objects) in [
+        (rbac::CLUSTER_ROLES, policy::cluster_roles()),
+        (rbac::CLUSTER_ROLE_BINDINGS, policy::cluster_role_bindings()),
+        (rbac::ROLES, policy::roles()),
+        (rbac::ROLE_BINDINGS, policy::role_bindings()),
+    ] {
+        for obj in objects {
+            put(st, key, obj);
+        }
     }
     let block = st.cfg.block;
     let api_ip = block.api_server().to_string();

@@ -220,6 +220,20 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// The same error with `details` naming the object (`name`, `group`, `kind` as upstream
+    /// orders them, empty ones left out).
+    #[must_use]
+    pub fn with_group_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+        let mut d = serde_json::Map::new();
+        for (k, v) in [("name", name), ("group", group), ("kind", kind)] {
+            if !v.is_empty() {
+                d.insert(k.into(), json!(v));
+            }
+        }
+        self.details = Some(Value::Object(d));
+        self
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)

@@ -148,6 +148,13 @@ fn roundtrip(def: &ResourceDef, v: &Value) -> Option<Result<Value, serde_json::E
         ("events.k8s.io", "events") => rt!(a::events::v1::Event),
         ("authorization.k8s.io", "selfsubjectaccessreviews") => rt!(a::authorization::v1::SelfSubjectAccessReview),
         ("authorization.k8s.io", "selfsubjectrulesreviews") => rt!(a::authorization::v1::SelfSubjectRulesReview),
+        ("authorization.k8s.io", "subjectaccessreviews") => rt!(a::authorization::v1::SubjectAccessReview),
+        ("authorization.k8s.io", "localsubjectaccessreviews") => rt!(a::authorization::v1::LocalSubjectAccessReview),
+        ("authentication.k8s.io", "tokenreviews") => rt!(a::authentication::v1::TokenReview),
+        ("rbac.authorization.k8s.io", "roles") => rt!(a::rbac::v1::Role),
+        ("rbac.authorization.k8s.io", "clusterroles") => rt!(a::rbac::v1::ClusterRole),
+        ("rbac.authorization.k8s.io", "rolebindings") => rt!(a::rbac::v1::RoleBinding),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => rt!(a::rbac::v1::ClusterRoleBinding),
         _ => None,
     }
 }

@@ -10,6 +10,7 @@ use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 
+use super::auth;
 use super::discovery;
 use super::error::{ApiError, ApiResult};
 use super::objects::{self, Query, json_response};
@@ -32,7 +33,10 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Bearer-token authentication; anything else is 401 with a Status body.
+/// Upstream's filter chain before dispatch: bearer-token authentication (anything else is
+/// 401 with a Status body), impersonation, then authorization of the request's attributes
+/// (403 with upstream's message). The rest of the request runs with the user in
+/// [`auth::user::CURRENT`].
 async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let token = req
         .headers()
@@ -40,13 +44,32 @@ async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> R
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
-    match token.and_then(|t| st.user_for(t)) {
-        Some(_) => next.run(req).await,
-        None => {
-            tracing::debug!(path = %req.uri().path(), "unauthenticated request");
-            ApiError::unauthorized().into_response()
-        }
+    let Some(mut user) = token.and_then(|t| st.authenticate_token(t)) else {
+        tracing::debug!(path = %req.uri().path(), "unauthenticated request");
+        return ApiError::unauthorized().into_response();
+    };
+    match auth::impersonate::impersonate(&st.store, &st.authz, &user, req.headers()) {
+        None => {}
+        Some(Ok(as_user)) => user = as_user,
+        Some(Err(e)) => return e.into_response(),
     }
+    let q = route::query_map(req.uri().query());
+    let mut attrs = auth::Attributes::from_request(req.method(), req.uri().path(), &q);
+    // Upstream (AuthorizePodWebsocketUpgradeCreatePermission, on by default since 1.31)
+    // requires `create` for exec, attach and port-forward even when they arrive as a GET.
+    if attrs.resource_request
+        && attrs.resource == "pods"
+        && attrs.verb == "get"
+        && matches!(attrs.subresource.as_str(), "exec" | "attach" | "portforward")
+    {
+        attrs.verb = "create".into();
+    }
+    let decision = st.authz.authorize(&st.store, &user, &attrs);
+    if !decision.allowed {
+        tracing::debug!(user = %user.name, verb = %attrs.verb, resource = %attrs.resource_and_sub(), namespace = %attrs.namespace, path = %attrs.path, "request forbidden");
+        return auth::forbidden(&user, &attrs, &decision.reason).into_response();
+    }
+    auth::user::CURRENT.scope(user, next.run(req)).await
 }
 
 async fn dispatch(State(st): State<AppState>, req: Request) -> Response {

@@ -25,6 +25,11 @@ pub fn name(obj: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// `metadata.uid`, empty when absent.
+pub fn uid(obj: &Value) -> &str {
+    obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default()
+}
+
 /// `metadata.namespace`, empty when absent.
 pub fn namespace(obj: &Value) -> &str {
     obj.pointer("/metadata/namespace")

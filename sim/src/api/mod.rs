@@ -4,7 +4,8 @@
 //! Start one with [`ApiServer::start`]; [`router`] is the same app without a socket, for tests.
 //! Modules, one concept each:
 //! - [`server`]: TLS listener, kubeconfig and kube client configuration.
-//! - [`handler`]: authentication and request dispatch.
+//! - [`handler`]: the filter chain (authentication, impersonation, authorization) and dispatch.
+//! - [`auth`]: tokens, users, RBAC and the review resources.
 //! - [`store`]: objects, the global resourceVersion, watch history.
 //! - [`objects`]: verbs and object subresources; [`watch`]: watch streams.
 //! - [`admission`], [`defaults`], [`validate`], [`fieldcheck`]: what happens before a write.
@@ -14,6 +15,7 @@
 //!   outages, cut watches).
 
 pub mod admission;
+pub mod auth;
 pub mod bootstrap;
 pub mod convert;
 pub mod defaults;

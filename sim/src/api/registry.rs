@@ -196,12 +196,22 @@ pub static RESOURCES: &[ResourceDef] = &[
         NONE, NONE, false, RW, &["status"]),
     def("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations",
         "prioritylevelconfiguration", NONE, NONE, false, RW, &["status"]),
+    def("authorization.k8s.io", "v1", "LocalSubjectAccessReview", "localsubjectaccessreviews", "localsubjectaccessreview",
+        NONE, NONE, true, CREATE, NONE),
     def("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", "selfsubjectaccessreview",
         NONE, NONE, false, CREATE, NONE),
     def("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", "selfsubjectrulesreview",
-        NONE, NONE, true, CREATE, NONE),
+        NONE, NONE, false, CREATE, NONE),
+    def("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", "subjectaccessreview",
+        NONE, NONE, false, CREATE, NONE),
     def("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", "selfsubjectreview",
         NONE, NONE, false, CREATE, NONE),
+    def("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", "tokenreview", NONE, NONE, false, CREATE, NONE),
+    def("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding",
+        NONE, NONE, false, RW, NONE),
+    def("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", NONE, NONE, false, RW, NONE),
+    def("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", NONE, NONE, true, RW, NONE),
+    def("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", NONE, NONE, true, RW, NONE),
 ];
 
 /// The served group versions in discovery order: `("", "v1")` first.

@@ -117,7 +117,7 @@ impl ApiServer {
         let addr = listener
             .local_addr()
             .map_err(|source| Error::Bind { addr: want, source })?;
-        let certs = tls::generate(ip)?;
+        let certs = tls::generate(ip, Some(cfg.block.kubernetes_service()))?;
         let mut scfg = StateConfig::new(cfg.block);
         if let Some(t) = cfg.admin_token {
             scfg.admin_token = t;
@@ -182,6 +182,15 @@ impl ApiServer {
         // AuthInfo's token is a secrecy type; building it through serde keeps that crate out of
         // our dependencies.
         cfg.auth_info = serde_json::from_value(serde_json::json!({"token": self.admin_token()}))
+            .expect("an AuthInfo with only a token deserialises");
+        cfg
+    }
+
+    /// A client configuration as [`Self::kube_config`]'s, authenticating with `token` instead
+    /// of the admin token (the kubelets' own identities).
+    pub fn kube_config_for(&self, token: &str) -> kube::Config {
+        let mut cfg = self.kube_config();
+        cfg.auth_info = serde_json::from_value(serde_json::json!({"token": token}))
             .expect("an AuthInfo with only a token deserialises");
         cfg
     }

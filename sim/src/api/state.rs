@@ -3,8 +3,7 @@
 //!
 //! The main structure is [`AppState`], a cheap-to-clone handle.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -57,8 +56,10 @@ pub struct Shared {
     pub store: Store,
     /// Settings.
     pub cfg: StateConfig,
-    /// Extra tokens (component or service-account tokens) and the user each names.
-    tokens: Mutex<HashMap<String, String>>,
+    /// Tokens the server issued (TokenRequest, component tokens).
+    pub tokens: super::auth::tokens::Tokens,
+    /// The RBAC authorizer and its per-user cache.
+    pub authz: super::auth::rbac::Authorizer,
     /// Serialises ClusterIP/NodePort allocation with the create that stores it.
     pub alloc: tokio::sync::Mutex<()>,
     /// Bumped to end every open watch (a server-side watch cut, as on an apiserver restart).
@@ -98,7 +99,8 @@ impl AppState {
         let st = AppState(Arc::new(Shared {
             store: Store::new(cfg.history),
             cfg,
-            tokens: Mutex::new(HashMap::new()),
+            tokens: super::auth::tokens::Tokens::default(),
+            authz: super::auth::rbac::Authorizer::default(),
             alloc: tokio::sync::Mutex::new(()),
             watch_cut,
             conn_drops,
@@ -108,26 +110,28 @@ impl AppState {
         st
     }
 
-    /// The user a token authenticates as, if any.
-    pub fn user_for(&self, token: &str) -> Option<String> {
-        if token == self.cfg.admin_token {
-            return Some("kubernetes-admin".into());
+    /// The user a bearer token authenticates as, if any: the admin token is kubeadm's
+    /// `kubernetes-admin`; other tokens are checked by [`super::auth::tokens::Tokens`].
+    pub fn authenticate_token(&self, token: &str) -> Option<super::auth::UserInfo> {
+        if token.is_empty() {
+            return None;
         }
-        self.tokens
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(token)
-            .cloned()
+        if token == self.cfg.admin_token {
+            return Some(super::auth::UserInfo::admin());
+        }
+        self.tokens.authenticate(&self.store, token)
     }
 
-    /// Issues a new token for `user` (a component or service account); returns it.
-    pub fn issue_token(&self, user: &str) -> String {
-        let t = random_token();
-        self.tokens
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(t.clone(), user.to_string());
-        t
+    /// Issues a never-expiring token for an in-process user (a component identity such as
+    /// `system:kube-scheduler`, in `groups` plus `system:authenticated`); returns it.
+    pub fn issue_token(&self, user: &str, groups: &[&str]) -> String {
+        let mut groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        groups.push(super::auth::user::ALL_AUTHENTICATED.into());
+        self.tokens.issue_user(super::auth::UserInfo {
+            name: user.into(),
+            groups,
+            ..Default::default()
+        })
     }
 
     /// Ends every open watch now; clients resume from their last resourceVersion.

@@ -108,6 +108,8 @@ impl Inner {
 /// The store shared by every request.
 pub struct Store {
     inner: Mutex<Inner>,
+    /// Writes to RBAC objects so far: the authorizer's cache is valid while this is unchanged.
+    rbac_writes: std::sync::atomic::AtomicU64,
     history_cap: usize,
     tx: broadcast::Sender<Arc<Change>>,
 }
@@ -147,6 +149,7 @@ impl Store {
             }),
             history_cap: history.max(1),
             tx,
+            rbac_writes: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -159,6 +162,13 @@ impl Store {
     /// The current global resourceVersion.
     pub fn current_rv(&self) -> u64 {
         self.lock().rv
+    }
+
+    /// How many writes RBAC objects (Roles, ClusterRoles and their bindings) have had: a
+    /// counter the authorizer keys its cache on. Bumped under the store lock, before the write
+    /// is visible to readers, so a reader never pairs new data with an old count.
+    pub fn rbac_writes(&self) -> u64 {
+        self.rbac_writes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// One object.
@@ -220,6 +230,9 @@ impl Store {
     ) -> Value {
         g.rv += 1;
         let rv = g.rv;
+        if key.starts_with("rbac.authorization.k8s.io/") {
+            self.rbac_writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         set_rv(&mut obj, rv);
         let namespace = id.0.clone();
         if kind == EventType::Deleted {

@@ -28,8 +28,10 @@ impl std::fmt::Debug for Certs {
     }
 }
 
-/// Generates a CA and a serving certificate valid for `ip`, `127.0.0.1` and `localhost`.
-pub fn generate(ip: Ipv4Addr) -> Result<Certs, Error> {
+/// Generates a CA and a serving certificate valid for `ip`, `127.0.0.1`, `localhost`, the
+/// `kubernetes` Service names and, like upstream's (which adds the first Service IP), the
+/// `kubernetes` Service ClusterIP `service_ip`, so in-cluster clients verify it.
+pub fn generate(ip: Ipv4Addr, service_ip: Option<Ipv4Addr>) -> Result<Certs, Error> {
     crate::install_crypto_provider();
     let ca_key = KeyPair::generate().map_err(Error::Certificate)?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(Error::Certificate)?;
@@ -56,6 +58,9 @@ pub fn generate(ip: Ipv4Addr) -> Result<Certs, Error> {
     .map_err(Error::Certificate)?;
     params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
     params.subject_alt_names.push(SanType::IpAddress(ip.into()));
+    if let Some(svc) = service_ip.filter(|s| *s != ip) {
+        params.subject_alt_names.push(SanType::IpAddress(svc.into()));
+    }
     if ip != Ipv4Addr::LOCALHOST {
         params
             .subject_alt_names
@@ -152,7 +157,7 @@ mod tests {
 
     #[test]
     fn generates_ca_and_server_config() {
-        let c = generate(Ipv4Addr::new(127, 42, 0, 1)).unwrap();
+        let c = generate(Ipv4Addr::new(127, 42, 0, 1), Some(Ipv4Addr::new(127, 42, 96, 1))).unwrap();
         assert!(c.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(!c.ca_der.is_empty());
         assert!(c.server_config.alpn_protocols.contains(&b"h2".to_vec()));

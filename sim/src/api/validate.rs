@@ -32,21 +32,37 @@ enum NameRule {
     Subdomain,
     Label1123,
     Label1035,
+    /// RBAC objects: any path segment (`system:basic-user` is valid).
+    PathSegment,
 }
 
 fn name_rule(def: &ResourceDef) -> NameRule {
     match def.plural {
         "namespaces" => NameRule::Label1123,
         "services" => NameRule::Label1035,
+        _ if def.group == "rbac.authorization.k8s.io" => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
 }
 
 fn check_name(value: &str, rule: NameRule, field: &str, out: &mut Vec<Cause>) {
+    if let NameRule::PathSegment = rule {
+        // Upstream's path.IsValidPathSegmentName.
+        let why = match value {
+            "." => Some("may not be '.'"),
+            ".." => Some("may not be '..'"),
+            v if v.contains('/') => Some("may not contain '/'"),
+            v if v.contains('%') => Some("may not contain '%'"),
+            _ => None,
+        };
+        out.extend(why.map(|w| Cause::invalid(field, &json!(value), w)));
+        return;
+    }
     let (ok, max, msg) = match rule {
         NameRule::Subdomain => (SUBDOMAIN.is_match(value), 253, SUBDOMAIN_MSG),
         NameRule::Label1123 => (LABEL_1123.is_match(value), 63, LABEL_1123_MSG),
         NameRule::Label1035 => (LABEL_1035.is_match(value), 63, LABEL_1035_MSG),
+        NameRule::PathSegment => return,
     };
     if value.len() > max {
         out.push(Cause::invalid(
@@ -93,6 +109,7 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
         }
     }
     match (def.group, def.plural) {
+        ("rbac.authorization.k8s.io", _) => super::auth::validation::validate(def, obj, old, &mut out),
         ("", "pods") => {
             if let Some(spec) = obj.get("spec") {
                 pod_spec(spec, "spec", &mut out);
@@ -105,6 +122,13 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
         }
         ("", "services") => service(obj, old, &mut out),
         ("", "configmaps") | ("", "secrets") => {
+            if s(obj, "/type") == "kubernetes.io/service-account-token"
+                && s(obj, "/metadata/annotations/kubernetes.io~1service-account.name").is_empty()
+            {
+                out.push(Cause::required(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                ));
+            }
             for key in ["data", "binaryData"] {
                 for k in obj
                     .get(key)

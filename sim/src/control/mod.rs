@@ -5,6 +5,7 @@
 //! [`predicates`] holds the scheduler's pure filters, [`clock`] the injectable time source.
 
 pub mod clock;
+mod clusterroleaggregation;
 mod cronjob;
 mod daemonset;
 mod deployment;
@@ -24,6 +25,7 @@ mod replicaset;
 mod scheduler;
 mod serviceaccount;
 mod statefulset;
+mod tokens;
 pub mod util;
 mod writes;
 

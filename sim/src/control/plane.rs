@@ -47,11 +47,15 @@ pub enum Component {
     NodeLifecycle,
     /// PodDisruptionBudget status.
     Disruption,
+    /// Fills the rules of ClusterRoles that have an `aggregationRule`.
+    ClusterRoleAggregation,
+    /// Fills legacy ServiceAccount token Secrets and deletes those of deleted accounts.
+    ServiceAccountToken,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Component; 14] = [
+    pub const ALL: [Component; 16] = [
         Component::Scheduler,
         Component::Namespace,
         Component::ServiceAccount,
@@ -66,6 +70,8 @@ impl Component {
         Component::ResourceQuota,
         Component::NodeLifecycle,
         Component::Disruption,
+        Component::ClusterRoleAggregation,
+        Component::ServiceAccountToken,
     ];
 
     /// The name the `controller-stopped=NAME` fault switch uses for this loop.
@@ -85,6 +91,8 @@ impl Component {
             Component::ResourceQuota => "resourcequota",
             Component::NodeLifecycle => "nodelifecycle",
             Component::Disruption => "disruption",
+            Component::ClusterRoleAggregation => "clusterrole-aggregation",
+            Component::ServiceAccountToken => "serviceaccount-token",
         }
     }
 
@@ -106,6 +114,8 @@ impl Component {
             // Upstream's recorder for the node lifecycle controller says `node-controller`.
             Component::NodeLifecycle => "node-controller",
             Component::Disruption => "controllermanager",
+            Component::ClusterRoleAggregation => "clusterrole-aggregation-controller",
+            Component::ServiceAccountToken => "serviceaccount-token-controller",
         }
     }
 }
@@ -266,6 +276,8 @@ pub async fn start(client: kube::Client, cfg: ControlConfig, cancel: Cancellatio
             Component::ResourceQuota => spawn(component, super::quota::run(c)),
             Component::NodeLifecycle => spawn(component, super::nodelifecycle::run(c)),
             Component::Disruption => spawn(component, super::disruption::run(c)),
+            Component::ClusterRoleAggregation => spawn(component, super::clusterroleaggregation::run(c)),
+            Component::ServiceAccountToken => spawn(component, super::tokens::run(c)),
         };
         tasks.push((component, task));
     }

@@ -118,7 +118,7 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "controller-stopped",
         arg: Arg::Value(
-            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota|nodelifecycle|disruption",
+            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota|nodelifecycle|disruption|clusterrole-aggregation|serviceaccount-token",
         ),
         breaks: "that control-plane loop never runs (as if kube-controller-manager lost it)",
     },
@@ -139,8 +139,8 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         name: "admission-off",
-        arg: Arg::Value("LimitRanger|ResourceQuota"),
-        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement)",
+        arg: Arg::Value("LimitRanger|ResourceQuota|ServiceAccount"),
+        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume)",
     },
     Switch {
         name: "volume-updates-stopped",

@@ -7,7 +7,8 @@
 //! across allocation and the store write.
 //!
 //! Split by plugin: `pod_scheduling` holds RuntimeClass and Priority admission,
-//! `service_alloc` the Service ClusterIP and NodePort allocation, `limit_ranger` and
+//! `service_alloc` the Service ClusterIP and NodePort allocation, `service_account` the
+//! ServiceAccount plugin (default account, token volume), `limit_ranger` and
 //! `resource_quota` the namespace's LimitRanges and ResourceQuotas. This file keeps the entry
 //! points that run them in upstream's order, the fault switches that waive validation or turn a
 //! plugin off, the Job selector, and the review resources.
@@ -28,6 +29,7 @@ use service_alloc::allocate;
 mod limit_ranger;
 mod pod_scheduling;
 mod resource_quota;
+mod service_account;
 mod service_alloc;
 
 pub use service_alloc::NODE_PORTS;
@@ -57,6 +59,9 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
             runtime_class(st, obj)?;
             priority(st, obj)?;
             limit_ranger(st, def, obj)?;
+            if !plugin_off(st, "ServiceAccount") {
+                service_account::service_account(st, obj);
+            }
             let qos = obj.get("spec").map(defaults::qos_class).unwrap_or("BestEffort");
             obj["status"] = json!({"phase": "Pending", "qosClass": qos});
         }
@@ -72,7 +77,20 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
         _ => {}
     }
     reject(def, obj, waive(st, def, validate::validate(def, obj, None)))?;
+    rbac_escalation(st, def, obj)?;
     resource_quota(st, def, obj)
+}
+
+/// RBAC's escalation check for the caller of this write (nothing for in-process writes with
+/// no caller, such as the bootstrap policy).
+fn rbac_escalation(st: &AppState, def: &ResourceDef, obj: &Value) -> ApiResult<()> {
+    if def.group != "rbac.authorization.k8s.io" {
+        return Ok(());
+    }
+    match crate::api::auth::user::current() {
+        Some(u) => crate::api::auth::escalation::check(st, def, obj, &u),
+        None => Ok(()),
+    }
 }
 
 /// Prepares an update of `old` to `new` (main resource writes only).
@@ -150,7 +168,8 @@ pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value)
         }
         _ => {}
     }
-    reject(def, new, waive(st, def, validate::validate(def, new, Some(old))))
+    reject(def, new, waive(st, def, validate::validate(def, new, Some(old))))?;
+    rbac_escalation(st, def, new)
 }
 
 /// Drops the validation causes a fault switch turned off (an API server that lets bad objects
@@ -221,48 +240,14 @@ fn admission_forbidden(def: &ResourceDef, obj: &Value, why: &str) -> ApiError {
     ApiError::forbidden(format!("{resource} {:?} is forbidden: {why}", meta::name(obj)))
 }
 
-/// Answers a review resource (never stored): access reviews allow everything for the
-/// authenticated admin, as on a cluster where the kubeconfig user is cluster-admin.
-pub fn review(st: &AppState, def: &ResourceDef, mut obj: Value) -> ApiResult<Value> {
-    let _ = st;
-    meta::meta_mut(&mut obj).insert("creationTimestamp".into(), Value::Null);
-    match def.plural {
-        "selfsubjectaccessreviews" => {
-            let attrs = obj.pointer("/spec/resourceAttributes").is_some()
-                || obj.pointer("/spec/nonResourceAttributes").is_some();
-            if !attrs {
-                return Err(ApiError::invalid(
-                    def.group,
-                    def.kind,
-                    "",
-                    vec![Cause::invalid(
-                        "spec.resourceAttributes",
-                        &Value::Null,
-                        "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-                    )],
-                ));
-            }
-            obj["status"] =
-                json!({"allowed": true, "reason": "the simulated cluster authorizes its admin for everything"});
-        }
-        "selfsubjectrulesreviews" => {
-            obj["status"] = json!({
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                "incomplete": false
-            });
-        }
-        "selfsubjectreviews" => {
-            obj["status"] = json!({"userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}});
-        }
-        other => return Err(ApiError::method_not_allowed(format!("{other} cannot be created"))),
-    }
-    Ok(obj)
+/// Answers a review resource (never stored) from the live authentication and RBAC state.
+pub fn review(st: &AppState, def: &ResourceDef, obj: Value) -> ApiResult<Value> {
+    crate::api::auth::reviews::answer(st, def, obj)
 }
 
 /// Helpers for the unit tests of the admission plugins.
 #[cfg(test)]
-mod testutil {
+pub(crate) mod testutil {
     use crate::addr::AddressBlock;
     use crate::api::state::{AppState, StateConfig};
 

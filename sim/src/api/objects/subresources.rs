@@ -88,7 +88,9 @@ fn token_request_causes(secs: i64) -> Vec<Cause> {
 
 /// POST serviceaccounts/{name}/token, as upstream's `TokenREST.Create`: the body's name and
 /// namespace must match the URL, audiences default to the server's, the expiration to an
-/// hour, and a pod the token is bound to must run as this service account.
+/// hour, and a pod the token is bound to must run as this service account. The token is
+/// JWT-shaped and authenticates as the ServiceAccount until it expires or the ServiceAccount
+/// (or the bound pod) is deleted.
 pub fn token_request(st: &AppState, ns: &str, sa: &str, body: &[u8]) -> ApiResult<Response> {
     let mut req: Value = if body.is_empty() {
         json!({})
@@ -114,9 +116,10 @@ pub fn token_request(st: &AppState, ns: &str, sa: &str, body: &[u8]) -> ApiResul
             ));
         }
     }
-    if st.store.get("/serviceaccounts", ns, sa).is_none() {
+    let Some(account) = st.store.get("/serviceaccounts", ns, sa) else {
         return Err(ApiError::not_found("", "serviceaccounts", sa));
-    }
+    };
+    let sa_uid = meta::uid(&account).to_string();
     if !req.get("spec").is_some_and(Value::is_object) {
         req["spec"] = json!({});
     }
@@ -136,6 +139,7 @@ pub fn token_request(st: &AppState, ns: &str, sa: &str, body: &[u8]) -> ApiResul
     if !causes.is_empty() {
         return Err(ApiError::invalid(GROUP, "TokenRequest", "", causes));
     }
+    let mut bound_pod = None;
     if let Some(r) = req.pointer("/spec/boundObjectRef").filter(|r| r.is_object()) {
         let kind = r.get("kind").and_then(Value::as_str).unwrap_or_default();
         let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -171,8 +175,19 @@ pub fn token_request(st: &AppState, ns: &str, sa: &str, body: &[u8]) -> ApiResul
                 ),
             ));
         }
+        if kind == "Pod" {
+            bound_pod = Some((name.to_string(), meta::uid(&obj).to_string()));
+        }
     }
-    let token = st.issue_token(&format!("system:serviceaccount:{ns}:{sa}"));
+    let audiences: Vec<String> = req
+        .pointer("/spec/audiences")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+        .unwrap_or_default();
+    let token = st
+        .tokens
+        .issue_service_account(ns, sa, &sa_uid, secs, &audiences, bound_pod)
+        .token;
     req["apiVersion"] = json!("authentication.k8s.io/v1");
     req["kind"] = json!("TokenRequest");
     let m = meta::meta_mut(&mut req);

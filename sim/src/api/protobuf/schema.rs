@@ -107,6 +107,58 @@ const LABEL_SELECTOR: &[Field] = &[
     (1, "matchLabels", Kind::MapStr),
     (2, "matchExpressions", Kind::RepMsg(LABEL_SELECTOR_REQ)),
 ];
+// rbac.authorization.k8s.io/v1
+const POLICY_RULE: &[Field] = &[
+    (1, "verbs", Kind::RepStr),
+    (2, "apiGroups", Kind::RepStr),
+    (3, "resources", Kind::RepStr),
+    (4, "resourceNames", Kind::RepStr),
+    (5, "nonResourceURLs", Kind::RepStr),
+];
+const ROLE: &[Field] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "rules", Kind::RepMsg(POLICY_RULE)),
+];
+const AGGREGATION_RULE: &[Field] = &[(1, "clusterRoleSelectors", Kind::RepMsg(LABEL_SELECTOR))];
+const CLUSTER_ROLE: &[Field] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "rules", Kind::RepMsg(POLICY_RULE)),
+    (3, "aggregationRule", Kind::Msg(AGGREGATION_RULE)),
+];
+const SUBJECT: &[Field] = &[
+    (1, "kind", Kind::Str),
+    (2, "apiGroup", Kind::Str),
+    (3, "name", Kind::Str),
+    (4, "namespace", Kind::Str),
+];
+const ROLE_REF: &[Field] = &[
+    (1, "apiGroup", Kind::Str),
+    (2, "kind", Kind::Str),
+    (3, "name", Kind::Str),
+];
+const ROLE_BINDING: &[Field] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "subjects", Kind::RepMsg(SUBJECT)),
+    (3, "roleRef", Kind::Msg(ROLE_REF)),
+];
+// authorization.k8s.io/v1 SubjectAccessReview (its `extra` map is not transcribed).
+const SAR_SPEC: &[Field] = &[
+    (1, "resourceAttributes", Kind::Msg(RESOURCE_ATTRS)),
+    (2, "nonResourceAttributes", Kind::Msg(NON_RESOURCE_ATTRS)),
+    (3, "user", Kind::Str),
+    (4, "groups", Kind::RepStr),
+    (6, "uid", Kind::Str),
+];
+const SAR: &[Field] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "spec", Kind::Msg(SAR_SPEC)),
+];
+// authentication.k8s.io/v1 TokenReview
+const TOKEN_REVIEW_SPEC: &[Field] = &[(1, "token", Kind::Str), (2, "audiences", Kind::RepStr)];
+const TOKEN_REVIEW: &[Field] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "spec", Kind::Msg(TOKEN_REVIEW_SPEC)),
+];
 const CONTAINER_PORT: &[Field] = &[
     (1, "name", Kind::Str),
     (2, "hostPort", Kind::Int0),
@@ -535,6 +587,11 @@ pub(super) fn schema(kind: &str) -> Option<&'static [Field]> {
         "SelfSubjectRulesReview" => SSRR,
         "TokenRequest" => TOKEN_REQUEST,
         "SelfSubjectReview" => SELF_SUBJECT_REVIEW,
+        "Role" => ROLE,
+        "ClusterRole" => CLUSTER_ROLE,
+        "RoleBinding" | "ClusterRoleBinding" => ROLE_BINDING,
+        "SubjectAccessReview" | "LocalSubjectAccessReview" => SAR,
+        "TokenReview" => TOKEN_REVIEW,
         "Deployment" => DEPLOYMENT,
         "Service" => SERVICE,
         "Pod" => POD,

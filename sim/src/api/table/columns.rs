@@ -246,6 +246,41 @@ const HORIZONTALPODAUTOSCALERS: &[Column] = &[
     string("Replicas", 0, |o| json!(i(o, "/status/currentReplicas").to_string())),
     AGE,
 ];
+/// Roles and ClusterRoles: upstream prints the creation time itself, not an age.
+const ROLES: &[Column] = &[
+    NAME,
+    column("Created At", "date", 0, |o| json!(s(o, "/metadata/creationTimestamp"))),
+];
+/// The subjects of a binding of one kind, comma-separated (`namespace/name` for
+/// ServiceAccounts), as upstream's binding printers list them.
+fn subjects_of(o: &Value, kind: &str) -> Value {
+    let names: Vec<String> = o
+        .get("subjects")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|sub| sub.get("kind").and_then(Value::as_str) == Some(kind))
+        .map(|sub| {
+            let name = s(sub, "/name");
+            if kind == "ServiceAccount" {
+                format!("{}/{name}", s(sub, "/namespace"))
+            } else {
+                name.to_string()
+            }
+        })
+        .collect();
+    json!(names.join(", "))
+}
+const BINDINGS: &[Column] = &[
+    NAME,
+    string("Role", 0, |o| {
+        json!(format!("{}/{}", s(o, "/roleRef/kind"), s(o, "/roleRef/name")))
+    }),
+    AGE,
+    string("Users", 1, |o| subjects_of(o, "User")),
+    string("Groups", 1, |o| subjects_of(o, "Group")),
+    string("ServiceAccounts", 1, |o| subjects_of(o, "ServiceAccount")),
+];
 const OTHERS: &[Column] = &[NAME, AGE];
 
 /// The columns of a kind's Table, upstream's printers for the served kinds.
@@ -274,6 +309,8 @@ pub(super) fn columns(def: &ResourceDef) -> &'static [Column] {
         ("node.k8s.io", "runtimeclasses") => RUNTIMECLASSES,
         ("apps", "controllerrevisions") => CONTROLLERREVISIONS,
         ("autoscaling", "horizontalpodautoscalers") => HORIZONTALPODAUTOSCALERS,
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles") => ROLES,
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => BINDINGS,
         _ => super::cluster::columns(def).unwrap_or(OTHERS),
     }
 }

@@ -18,6 +18,7 @@ use base64::Engine;
 use crossconf_model::os::Os;
 
 mod atomic_writer;
+mod sa_token;
 mod view;
 mod volumes;
 

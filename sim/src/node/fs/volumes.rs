@@ -295,8 +295,16 @@ impl PodVolumes {
                     }
                 }
                 if let Some(t) = &src.service_account_token {
-                    // No token is invented: without a TokenRequest answer the file stays absent.
-                    warn!(volume = %v.name, path = %t.path, "service account tokens are not issued by the simulated kubelet");
+                    match super::sa_token::token(client, ns, &v.name, t, fields).await {
+                        Ok(token) => {
+                            out.insert(t.path.clone(), (token, mode));
+                        }
+                        // The kubelet retries on its next sync; the rest of the volume is usable.
+                        Err(e) if lenient => {
+                            warn!(volume = %v.name, error = %e, "service account token not issued yet")
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
             }
             return Ok(Some(out));

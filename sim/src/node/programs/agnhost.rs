@@ -125,6 +125,7 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
         "test-webserver" => test_webserver(ctx, rest).await,
         "porter" => porter(ctx).await,
         "connect" => connect(ctx, rest).await,
+        "inclusterclient" => super::inclusterclient::run(ctx, rest).await,
         other => {
             ctx.out.err_line(&format!(
                 "Error: unknown command \"{other}\" for \"agnhost\" (the simulator does not emulate agnhost {other})"

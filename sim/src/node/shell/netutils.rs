@@ -193,10 +193,28 @@ impl Interp {
         timeout: Duration,
         headers: &[(String, String)],
     ) -> Result<http::Response, (i32, String)> {
-        let rest = url.strip_prefix("http://").unwrap_or(url);
         if url.starts_with("https://") {
             return Err((1, format!("Protocol \"https\" not supported by the simulator ({url})")));
         }
+        self.http_request(url, "GET", None, headers, timeout, &Tls::Verify(None))
+            .await
+    }
+
+    /// One HTTP or HTTPS request, errors as curl's `(exit code, message)`.
+    pub(super) async fn http_request(
+        &self,
+        url: &str,
+        method: &str,
+        body: Option<bytes::Bytes>,
+        headers: &[(String, String)],
+        timeout: Duration,
+        tls: &Tls,
+    ) -> Result<http::Response, (i32, String)> {
+        let https = url.starts_with("https://");
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+            .unwrap_or(url);
         let (hostport, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -211,7 +229,7 @@ impl Interp {
                     ));
                 }
             },
-            None => (hostport, 80),
+            None => (hostport, if https { 443 } else { 80 }),
         };
         let ip = self
             .resolve(host)
@@ -219,47 +237,59 @@ impl Interp {
             .map_err(|_| (6, format!("Could not resolve host: {host}")))?;
         let addr = SocketAddr::new(ip, port);
         let started = Instant::now();
-        http::get(
-            self.ctx.net.dialer(),
-            &self.ctx.source(),
-            addr,
-            hostport,
+        let tls = if https {
+            let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|_| (3, format!("URL rejected: Bad hostname ({url})")))?;
+            Some((tls.client_config(), name))
+        } else {
+            None
+        };
+        let req = http::Request {
+            method,
+            host: hostport,
             path,
             headers,
-            timeout,
-        )
-        .await
-        .map_err(|e| match e {
-            http::HttpError::Timeout { .. } => (
-                28,
-                format!(
-                    "Operation timed out after {} milliseconds with 0 bytes received",
-                    started.elapsed().as_millis()
+            body,
+            tls,
+        };
+        http::request(self.ctx.net.dialer(), &self.ctx.source(), addr, &req, timeout)
+            .await
+            .map_err(|e| match e {
+                http::HttpError::Tls { source, .. } if source.to_string().contains("UnknownIssuer") => (
+                    60,
+                    "SSL certificate problem: unable to get local issuer certificate".to_string(),
                 ),
-            ),
-            http::HttpError::Dial {
-                source:
-                    NetError::Dropped { .. }
-                    | NetError::TimedOut { .. }
-                    | NetError::Unreachable { .. }
-                    | NetError::NoRoute { .. },
-                ..
-            } => (
-                28,
-                format!(
-                    "Failed to connect to {host} port {port} after {} ms: Timeout was reached",
-                    started.elapsed().as_millis()
+                http::HttpError::Tls { source, .. } => (35, format!("SSL connect error: {source}")),
+                http::HttpError::Timeout { .. } => (
+                    28,
+                    format!(
+                        "Operation timed out after {} milliseconds with 0 bytes received",
+                        started.elapsed().as_millis()
+                    ),
                 ),
-            ),
-            http::HttpError::Dial { .. } => (
-                7,
-                format!(
-                    "Failed to connect to {host} port {port} after {} ms: Couldn't connect to server",
-                    started.elapsed().as_millis()
+                http::HttpError::Dial {
+                    source:
+                        NetError::Dropped { .. }
+                        | NetError::TimedOut { .. }
+                        | NetError::Unreachable { .. }
+                        | NetError::NoRoute { .. },
+                    ..
+                } => (
+                    28,
+                    format!(
+                        "Failed to connect to {host} port {port} after {} ms: Timeout was reached",
+                        started.elapsed().as_millis()
+                    ),
                 ),
-            ),
-            other => (56, crate::node::error_chain(&other)),
-        })
+                http::HttpError::Dial { .. } => (
+                    7,
+                    format!(
+                        "Failed to connect to {host} port {port} after {} ms: Couldn't connect to server",
+                        started.elapsed().as_millis()
+                    ),
+                ),
+                other => (56, crate::node::error_chain(&other)),
+            })
     }
 
     pub(super) async fn curl(&self, args: &[String], io: &Io) -> i32 {
@@ -272,11 +302,34 @@ impl Interp {
         let mut head = false;
         let mut headers = Vec::new();
         let mut url = None;
+        let mut method: Option<String> = None;
+        let mut data: Option<String> = None;
+        let mut tls = Tls::Verify(None);
         let mut i = 0;
         while i < args.len() {
             let a = args[i].as_str();
             let val = || args.get(i + 1).cloned().unwrap_or_default();
             match a {
+                "-X" | "--request" => {
+                    method = Some(val());
+                    i += 1;
+                }
+                "-d" | "--data" | "--data-raw" | "--data-binary" => {
+                    data = Some(val());
+                    i += 1;
+                }
+                "--cacert" => {
+                    let file = val();
+                    match self.ctx.fs.read(&self.abs(&file)) {
+                        Ok(pem) => tls = Tls::Verify(Some(pem)),
+                        Err(_) => {
+                            self.err(io, &format!("curl: (77) error setting certificate file: {file}"));
+                            return 77;
+                        }
+                    }
+                    i += 1;
+                }
+                "-k" | "--insecure" => tls = Tls::Insecure,
                 "-s" | "--silent" => silent = true,
                 "-S" | "--show-error" => show_err = true,
                 "-sS" | "-Ss" => {
@@ -288,7 +341,7 @@ impl Interp {
                     silent = true;
                     fail = true;
                 }
-                "-v" | "-L" | "-k" | "--insecure" | "-4" => {}
+                "-v" | "-L" | "-4" => {}
                 "-I" | "--head" => head = true,
                 "-o" | "--output" => {
                     out_file = Some(val());
@@ -320,7 +373,12 @@ impl Interp {
             self.err(io, "curl: no URL specified!");
             return 2;
         };
-        match self.http_get(&url, timeout, &headers).await {
+        if data.is_some() && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+            headers.push(("Content-Type".into(), "application/x-www-form-urlencoded".into()));
+        }
+        let method = method.unwrap_or_else(|| if data.is_some() { "POST" } else { "GET" }.into());
+        let body = data.map(bytes::Bytes::from);
+        match self.http_request(&url, &method, body, &headers, timeout, &tls).await {
             Ok(r) => {
                 if fail && r.status >= 400 {
                     if !silent || show_err {
@@ -668,4 +726,39 @@ impl Interp {
 fn gateway(ip: std::net::Ipv4Addr) -> std::net::Ipv4Addr {
     let o = ip.octets();
     std::net::Ipv4Addr::new(o[0], o[1], o[2], 1)
+}
+
+/// How curl checks an HTTPS server: against `--cacert` (or, without it, a CA bundle the
+/// simulated images do not carry, so verification fails as it would for a private CA), or not
+/// at all (`-k`).
+pub(super) enum Tls {
+    /// Verify against these PEM certificates (none: nothing is trusted).
+    Verify(Option<Vec<u8>>),
+    /// Accept any certificate.
+    Insecure,
+}
+
+impl Tls {
+    fn client_config(&self) -> std::sync::Arc<rustls::ClientConfig> {
+        match self {
+            Tls::Insecure => crate::api::tls::insecure_client_config(),
+            Tls::Verify(pem) => {
+                use rustls::pki_types::pem::PemObject;
+                let mut roots = rustls::RootCertStore::empty();
+                for der in pem.iter().flat_map(|p| {
+                    rustls::pki_types::CertificateDer::pem_slice_iter(p)
+                        .flatten()
+                        .collect::<Vec<_>>()
+                }) {
+                    // A certificate the store refuses only leaves the server unverifiable.
+                    let _ = roots.add(der);
+                }
+                std::sync::Arc::new(
+                    rustls::ClientConfig::builder()
+                        .with_root_certificates(roots)
+                        .with_no_client_auth(),
+                )
+            }
+        }
+    }
 }
