@@ -54,6 +54,9 @@ enum Kind {
     /// An embedded Go struct whose fields JSON inlines into the parent (`ProbeHandler` in
     /// `Probe`, `VolumeSource` in `Volume`, `LocalObjectReference` in key selectors).
     Inline(&'static [Field]),
+    /// A `FieldsV1` message: field 1 holds JSON bytes, which JSON shows as the value itself
+    /// (`managedFields[].fieldsV1`).
+    RawJson,
 }
 
 /// A field: number, JSON name, kind.

@@ -22,10 +22,24 @@ const OBJECT_META: &[Field] = &[
     (6, "resourceVersion", Kind::Str),
     (7, "generation", Kind::Int0),
     (8, "creationTimestamp", Kind::Time),
+    (9, "deletionTimestamp", Kind::Time),
+    (10, "deletionGracePeriodSeconds", Kind::Int),
     (11, "labels", Kind::MapStr),
     (12, "annotations", Kind::MapStr),
     (13, "ownerReferences", Kind::RepMsg(OWNER_REF)),
     (14, "finalizers", Kind::RepStr),
+    (17, "managedFields", Kind::RepMsg(MANAGED_FIELDS_ENTRY)),
+];
+/// `ManagedFieldsEntry`: objects read with server-side apply's bookkeeping come back with it
+/// (`kubectl certificate approve` sends the whole object it read).
+const MANAGED_FIELDS_ENTRY: &[Field] = &[
+    (1, "manager", Kind::Str),
+    (2, "operation", Kind::Str),
+    (3, "apiVersion", Kind::Str),
+    (4, "time", Kind::Time),
+    (6, "fieldsType", Kind::Str),
+    (7, "fieldsV1", Kind::RawJson),
+    (8, "subresource", Kind::Str),
 ];
 const NAMESPACE_SPEC: &[Field] = &[(1, "finalizers", Kind::RepStr)];
 const NAMESPACE: &[Field] = &[

@@ -248,6 +248,15 @@ fn message_into(b: &[u8], fields: &[Field], path: &str, out: &mut Map<String, Va
                 out.insert(key, m);
             }
             (Kind::Inline(f), 2) => message_into(r.bytes()?, f, path, out)?,
+            (Kind::RawJson, 2) => {
+                let m = message(r.bytes()?, &[(1, "raw", Kind::Bytes)], &sub)?;
+                let raw = m.get("raw").and_then(Value::as_str).unwrap_or_default();
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(raw)
+                    .map_err(|e| e.to_string())?;
+                let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("field {sub}: {e}"))?;
+                out.insert(key, v);
+            }
             (Kind::RepStr, 2) => {
                 let s = string(r.bytes()?)?;
                 push(out, key, json!(s))?;
