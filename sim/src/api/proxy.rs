@@ -369,6 +369,9 @@ fn to_client(m: tungstenite::Message) -> Option<ws::Message> {
     })
 }
 
+/// How long a closing stream waits for the peer's close frame.
+pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Ends when either side closes, or when the API server drops its connections (`drops`).
 async fn bridge<S>(
     client: ws::WebSocket,
@@ -380,18 +383,27 @@ async fn bridge<S>(
     let (mut c_tx, mut c_rx) = client.split();
     let (mut k_tx, mut k_rx) = kubelet.split();
     let up = async {
+        let mut kubelet_open = true;
         while let Some(Ok(m)) = c_rx.next().await {
             let close = matches!(m, ws::Message::Close(_));
-            if k_tx.send(to_kubelet(m)).await.is_err() || close {
+            // A failed send means the kubelet is closing (the process ended while the client
+            // still wrote, e.g. its close-stdin signal): keep reading the client so its last
+            // frames are consumed rather than left unread on a socket we close.
+            if kubelet_open && k_tx.send(to_kubelet(m)).await.is_err() {
+                kubelet_open = false;
+            }
+            if close {
                 break;
             }
         }
     };
     let down = async {
         while let Some(Ok(m)) = k_rx.next().await {
-            let close = matches!(m, tungstenite::Message::Close(_));
+            if matches!(m, tungstenite::Message::Close(_)) {
+                break;
+            }
             if let Some(m) = to_client(m)
-                && (c_tx.send(m).await.is_err() || close)
+                && c_tx.send(m).await.is_err()
             {
                 break;
             }
@@ -405,9 +417,15 @@ async fn bridge<S>(
             })))
             .await;
     };
+    tokio::pin!(up, down);
     tokio::select! {
-        _ = up => {}
-        _ = down => {}
+        _ = &mut up => {}
+        _ = &mut down => {
+            // A lingering close: wait (briefly) for the client's answering close frame. Dropping
+            // a socket with the client's last frames unread makes the kernel reset it, and a
+            // reset discards output the client had not read yet.
+            let _ = tokio::time::timeout(LINGER, &mut up).await;
+        }
         _ = drops.changed() => tracing::debug!("exec stream dropped with the API server's connections"),
     }
 }

@@ -17,6 +17,7 @@ pub mod profile;
 pub mod programs;
 pub mod proxy;
 pub mod registry;
+pub mod remotecommand;
 pub mod runtime;
 pub mod server;
 pub mod shell;
