@@ -178,3 +178,128 @@ async fn kubectl_exec_and_run_stream_stdin() {
     assert_eq!(out.lines().collect::<Vec<_>>(), ["keep me", "keep too"], "{out}");
     sim.shutdown().await;
 }
+
+/// Starts `kubectl port-forward pod/NAME :PORT`, reads the local port it prints, sends one HTTP
+/// request through it and returns the response and kubectl's `-v=6` log (which shows how the
+/// stream was upgraded); the kubectl process is then killed.
+fn port_forward_get(
+    bin: &Path,
+    kubeconfig: &Path,
+    ns: &str,
+    pod: &str,
+    port: u16,
+    websockets: bool,
+) -> (String, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "-v=6",
+            "-n",
+            ns,
+            "port-forward",
+            &format!("pod/{pod}"),
+            &format!(":{port}"),
+        ])
+        .env_remove("KUBECONFIG")
+        .env("HOME", kubeconfig.parent().unwrap())
+        .env(
+            "KUBECTL_PORT_FORWARD_WEBSOCKETS",
+            if websockets { "true" } else { "false" },
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    // "Forwarding from 127.0.0.1:41234 -> 8080"
+    let local: u16 = first
+        .strip_prefix("Forwarding from 127.0.0.1:")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| {
+            let _ = child.kill();
+            let mut err = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("kubectl port-forward printed {first:?}: {err}")
+        });
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", local)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+    s.write_all(b"GET /hostname HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    let r = s.read_to_string(&mut resp);
+    let _ = child.kill();
+    let mut log = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut log);
+    let _ = child.wait();
+    r.unwrap_or_else(|e| panic!("reading through the forward: {e} (got {resp:?}; {log})"));
+    (resp, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_port_forward_reaches_linux_and_windows_pods() {
+    let Some(bin) = kubectl_or_skip() else { return };
+    let ClientSim {
+        sim,
+        dir: _dir,
+        kubeconfig,
+    } = ClientSim::start().await;
+    let k = Kubectl {
+        bin: bin.clone(),
+        kubeconfig: kubeconfig.clone(),
+    };
+    k.ok(&["create", "namespace", "pf"]).await;
+    for (pod, os) in [("lin", "linux"), ("win", "windows")] {
+        k.ok(&[
+            "-n",
+            "pf",
+            "run",
+            pod,
+            &format!("--image={AGNHOST}"),
+            &on(os),
+            "--",
+            "netexec",
+            "--http-port=8080",
+        ])
+        .await;
+    }
+    k.ok(&[
+        "-n",
+        "pf",
+        "wait",
+        "--for=condition=Ready",
+        "pod/lin",
+        "pod/win",
+        "--timeout=30s",
+    ])
+    .await;
+    for pod in ["lin", "win"] {
+        for websockets in [true, false] {
+            let (b, kc) = (bin.clone(), kubeconfig.clone());
+            let (resp, log) =
+                tokio::task::spawn_blocking(move || port_forward_get(&b, &kc, "pf", pod, 8080, websockets))
+                    .await
+                    .unwrap();
+            assert!(
+                resp.starts_with("HTTP/1.1 200"),
+                "{pod} websockets={websockets}: {resp}"
+            );
+            // The websocket tunnel is a GET upgraded to `SPDY/3.1+portforward.k8s.io`; the
+            // fallback a POST upgraded to SPDY/3.1. kubectl falls back silently when the
+            // websocket upgrade fails, so the log is what tells them apart.
+            let upgraded = log.lines().any(|l| {
+                l.contains("\"Response\"")
+                    && l.contains(if websockets { "verb=\"GET\"" } else { "verb=\"POST\"" })
+                    && l.contains("/portforward")
+                    && l.contains("101 Switching Protocols")
+            });
+            assert!(upgraded, "{pod} websockets={websockets}: no upgrade in {log}");
+            assert!(resp.ends_with(pod), "netexec /hostname answers the pod name: {resp}");
+        }
+    }
+    sim.shutdown().await;
+}

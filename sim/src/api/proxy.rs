@@ -31,8 +31,8 @@ use super::tls;
 
 /// Where a forwarded request goes.
 #[derive(Debug, Clone, Copy)]
-struct Upstream {
-    addr: SocketAddr,
+pub(super) struct Upstream {
+    pub(super) addr: SocketAddr,
     https: bool,
 }
 
@@ -50,14 +50,14 @@ const HOP: &[&str] = &[
     "content-length",
 ];
 
-fn pod(st: &AppState, ns: &str, name: &str) -> ApiResult<Value> {
+pub(super) fn pod(st: &AppState, ns: &str, name: &str) -> ApiResult<Value> {
     st.store
         .get("/pods", ns, name)
         .ok_or_else(|| ApiError::not_found("", "pods", name))
 }
 
 /// The kubelet endpoint of a node.
-fn kubelet(st: &AppState, node: &str) -> ApiResult<Upstream> {
+pub(super) fn kubelet(st: &AppState, node: &str) -> ApiResult<Upstream> {
     let n = st
         .store
         .get("/nodes", "", node)
@@ -125,7 +125,7 @@ fn container(p: &Value, requested: Option<&str>) -> ApiResult<String> {
     }
 }
 
-fn node_of(p: &Value) -> ApiResult<String> {
+pub(super) fn node_of(p: &Value) -> ApiResult<String> {
     p.pointer("/spec/nodeName")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
@@ -141,7 +141,7 @@ fn node_of(p: &Value) -> ApiResult<String> {
 /// net/http's TLSHandshakeTimeout, which kube-apiserver's kubelet client keeps.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-async fn connect(up: Upstream) -> ApiResult<Box<dyn Io>> {
+pub(super) async fn connect(up: Upstream) -> ApiResult<Box<dyn Io>> {
     if !addr::dialable(up.addr.ip()) {
         return Err(ApiError::unavailable(
             503,
@@ -182,7 +182,7 @@ async fn connect(up: Upstream) -> ApiResult<Box<dyn Io>> {
 }
 
 /// A byte stream to an upstream (plain TCP or TLS).
-trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+pub(super) trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// Sends one HTTP/1.1 request upstream and streams the answer back.
@@ -279,6 +279,19 @@ pub async fn exec(st: &AppState, t: &Target, raw_query: Option<&str>, req: Reque
     }
     let node = node_of(&p)?;
     let up = kubelet(st, &node)?;
+    // Everything but `container` passes through (command repeats, stdin/stdout/stderr/tty).
+    let passthrough: String = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(
+            form_urlencoded::parse(raw_query.unwrap_or_default().as_bytes()).filter(|(k, _)| k != "container"),
+        )
+        .finish();
+    websocket_to_kubelet(st, up, &format!("{sub}/{ns}/{name}/{c}?{passthrough}"), req).await
+}
+
+/// Bridges a client's websocket to the kubelet's at `path` (no leading slash), negotiating the
+/// subprotocol with the kubelet first (the client's offer, e.g. `v5.channel.k8s.io` then
+/// `v4.channel.k8s.io`) and accepting the client with the kubelet's choice.
+pub(super) async fn websocket_to_kubelet(st: &AppState, up: Upstream, path: &str, req: Request) -> ApiResult<Response> {
     // Subscribed now, so an API server going down (`api-down`, shutdown) ends the stream too.
     let drops = st.connection_drops();
     let (mut parts, _body) = req.into_parts();
@@ -293,13 +306,7 @@ pub async fn exec(st: &AppState, t: &Target, raw_query: Option<&str>, req: Reque
     let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, st)
         .await
         .map_err(|_| ApiError::bad_request("Upgrade request required"))?;
-    // Everything but `container` passes through (command repeats, stdin/stdout/stderr/tty).
-    let passthrough: String = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(
-            form_urlencoded::parse(raw_query.unwrap_or_default().as_bytes()).filter(|(k, _)| k != "container"),
-        )
-        .finish();
-    let url = format!("wss://{}/{sub}/{ns}/{name}/{c}?{passthrough}", up.addr);
+    let url = format!("wss://{}/{path}", up.addr);
     let io = connect(up).await?;
     let mut wsreq = tungstenite::client::IntoClientRequest::into_client_request(url.as_str())
         .map_err(|e| ApiError::internal(format!("invalid kubelet url: {e}")))?;

@@ -13,6 +13,7 @@ pub mod kubelet;
 pub mod net;
 pub mod network;
 pub mod outside;
+pub mod portforward;
 pub mod profile;
 pub mod programs;
 pub mod proxy;
@@ -21,6 +22,7 @@ pub mod remotecommand;
 pub mod runtime;
 pub mod server;
 pub mod shell;
+pub mod spdy;
 pub mod stats;
 
 pub use kubelet::{Capacity, ExecError, KubeletError, NodeConfig, NodeHandle, Reserved, start_node};

@@ -59,7 +59,7 @@ impl Framing {
         }
     }
 
-    fn encode(self, ch: u8, data: &[u8]) -> Message {
+    pub(crate) fn encode(self, ch: u8, data: &[u8]) -> Message {
         if self.base64 {
             let mut s = String::from(char::from(b'0' + ch));
             s.push_str(&base64::engine::general_purpose::STANDARD.encode(data));
@@ -73,7 +73,7 @@ impl Framing {
     }
 
     /// A client message as (channel, data); `None` for anything that is not a channel frame.
-    fn decode(self, m: &Message) -> Option<(u8, Vec<u8>)> {
+    pub(crate) fn decode(self, m: &Message) -> Option<(u8, Vec<u8>)> {
         match m {
             Message::Binary(b) if !self.base64 => b.split_first().map(|(c, d)| (*c, d.to_vec())),
             Message::Text(t) if self.base64 => {

@@ -30,6 +30,7 @@ use tracing::{debug, info};
 
 use crate::addr::KUBELET_PORT;
 use crate::node::kubelet::{Kubelet, log_text};
+use crate::node::portforward;
 use crate::node::remotecommand::{self, Outcome};
 use crate::node::stats;
 
@@ -138,6 +139,7 @@ pub(crate) fn router(kl: Arc<Kubelet>) -> Router {
         .route("/containerLogs/{ns}/{pod}/{container}", get(container_logs))
         .route("/exec/{ns}/{pod}/{container}", any(exec))
         .route("/attach/{ns}/{pod}/{container}", any(attach))
+        .route("/portForward/{ns}/{pod}", any(port_forward))
         .with_state(kl)
 }
 
@@ -368,6 +370,75 @@ async fn attach_session(
     }
     session.finish(Outcome::Done, &[]).await;
 }
+
+/// `portForward/{ns}/{pod}`: a websocket (`?ports=`), or a SPDY/3.1 upgrade negotiating
+/// `portforward.k8s.io`.
+async fn port_forward(
+    State(kl): State<Arc<Kubelet>>,
+    Path((ns, pod)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+    mut req: axum::extract::Request,
+) -> Response {
+    let target = match kl.port_forward_target(&ns, &pod) {
+        Ok(t) => t,
+        Err(e) => return (StatusCode::NOT_FOUND, e.to_string()).into_response(),
+    };
+    if let Ok(ws) = ws {
+        let pairs = query_pairs(&q);
+        let values: Vec<String> = pairs
+            .iter()
+            .filter(|(k, _)| k == "ports")
+            .map(|(_, v)| v.clone())
+            .collect();
+        let ports = match portforward::parse_ports(&values) {
+            Ok(p) => p,
+            Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
+        };
+        let ws = ws.protocols(["v4.channel.k8s.io", "v4.base64.channel.k8s.io"]);
+        let framing = remotecommand::Framing::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
+        return ws.on_upgrade(move |socket| portforward::websocket(socket, framing, target, ports));
+    }
+    let headers = req.headers();
+    let upgrade = headers.get("upgrade").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if !upgrade.eq_ignore_ascii_case(SPDY_31) {
+        return (StatusCode::BAD_REQUEST, "Upgrade request required").into_response();
+    }
+    let offered: Vec<String> = headers
+        .get_all("x-stream-protocol-version")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|s| s.trim().to_string()))
+        .collect();
+    if !offered.iter().any(|p| p == PORT_FORWARD_PROTOCOL) {
+        return (
+            StatusCode::FORBIDDEN,
+            format!(
+                "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server accepts [\"{PORT_FORWARD_PROTOCOL}\"]"
+            ),
+        )
+            .into_response();
+    }
+    let on = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        match on.await {
+            Ok(up) => portforward::spdy(TokioIo::new(up), target).await,
+            Err(e) => debug!(error = %e, "port-forward upgrade failed"),
+        }
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("Connection", "Upgrade")
+        .header("Upgrade", SPDY_31)
+        .header("X-Stream-Protocol-Version", PORT_FORWARD_PROTOCOL)
+        .body(Body::empty())
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The SPDY upgrade token.
+const SPDY_31: &str = "SPDY/3.1";
+/// The port-forward stream protocol over SPDY.
+const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
 
 #[cfg(test)]
 mod tests {

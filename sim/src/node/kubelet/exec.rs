@@ -123,6 +123,30 @@ impl Kubelet {
         }
     }
 
+    /// Where a port-forward into a pod connects: its IP, and the names the runtime reports.
+    pub(crate) fn port_forward_target(
+        &self,
+        ns: &str,
+        pod: &str,
+    ) -> Result<crate::node::portforward::Target, ExecError> {
+        let rt = self
+            .find_pod(ns, pod)
+            .ok_or_else(|| ExecError::PodNotFound(format!("{ns}/{pod}")))?;
+        let ip = rt
+            .state
+            .lock()
+            .expect("state lock")
+            .ip
+            .ok_or_else(|| ExecError::NotFound(format!("pod {pod} has no sandbox running")))?;
+        // containerd names a sandbox by a 64-hex-digit id; the pod UID's digits stand in.
+        let hex: String = rt.uid.chars().filter(char::is_ascii_hexdigit).collect();
+        Ok(crate::node::portforward::Target {
+            ip,
+            sandbox: format!("{hex}{hex}").chars().take(64).collect(),
+            uid: rt.uid.clone(),
+        })
+    }
+
     /// The log of a container (the previous run's with `previous`).
     pub(crate) fn logs(&self, ns: &str, pod: &str, container: &str, previous: bool) -> Option<Arc<LogBuffer>> {
         let rt = self.find_pod(ns, pod)?;
