@@ -75,7 +75,10 @@ impl Framing {
     /// A client message as (channel, data); `None` for anything that is not a channel frame.
     pub(crate) fn decode(self, m: &Message) -> Option<(u8, Vec<u8>)> {
         match m {
+            // Like wsstream, which reads every data message as bytes: the Python client sends
+            // `write_stdin("text")` as a text message with a raw channel byte in front.
             Message::Binary(b) if !self.base64 => b.split_first().map(|(c, d)| (*c, d.to_vec())),
+            Message::Text(t) if !self.base64 => t.as_bytes().split_first().map(|(c, d)| (*c, d.to_vec())),
             Message::Text(t) if self.base64 => {
                 let (c, d) = t.as_bytes().split_first()?;
                 let data = base64::engine::general_purpose::STANDARD.decode(d).ok()?;
@@ -329,6 +332,7 @@ mod tests {
         assert_eq!(t.as_str(), "1aGk=");
         assert_eq!(v4b.decode(&Message::Text("0aGk=".into())), Some((0, b"hi".to_vec())));
         assert_eq!(v5.decode(&Message::Binary(vec![255, 0].into())), Some((255, vec![0])));
+        assert_eq!(v5.decode(&Message::Text("\u{0}hi".into())), Some((0, b"hi".to_vec())));
     }
 
     #[test]
