@@ -2,7 +2,7 @@
 //! `AttachParams::stdin(true)` (stdin written while `cat` runs, its echo read before stdin
 //! closes) and `Api::portforward` to a pod's HTTP server.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossconf_sim::{SimCluster, SimConfig};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -12,20 +12,18 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn running(pods: &Api<Pod>, name: &str) {
-    let t0 = Instant::now();
-    loop {
-        let p = pods.get(name).await.unwrap();
-        let ready = p
-            .status
-            .as_ref()
+    let ready = |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref())
             .and_then(|s| s.container_statuses.as_ref())
-            .is_some_and(|cs| cs.iter().all(|c| c.ready));
-        if ready {
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "{name} not ready");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+            .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c.ready))
+    };
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        kube::runtime::wait::await_condition(pods.clone(), name, ready),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{name} not ready in 30 s"))
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
