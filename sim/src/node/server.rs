@@ -200,9 +200,7 @@ async fn container_logs(
     let timestamps = flag(&pairs, "timestamps");
     let follow = flag(&pairs, "follow");
     let tail = value(&pairs, "tailLines").and_then(|v| v.parse::<usize>().ok());
-    let since = value(&pairs, "sinceSeconds")
-        .and_then(|v| v.parse::<i64>().ok())
-        .map(|s| jiff::Timestamp::now() - jiff::SignedDuration::from_secs(s));
+    let since = since_cutoff(&pairs, jiff::Timestamp::now());
     let limit = value(&pairs, "limitBytes").and_then(|v| v.parse::<usize>().ok());
     let mut lines = log.since(0);
     if let Some(t) = since {
@@ -248,6 +246,15 @@ async fn container_logs(
         .header("Content-Type", "text/plain")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The earliest log line wanted: `sinceSeconds` before `now`, or `sinceTime` (RFC 3339), as
+/// the kubelet's `containerLogs` reads them.
+fn since_cutoff(pairs: &[(String, String)], now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+    if let Some(s) = value(pairs, "sinceSeconds").and_then(|v| v.parse::<i64>().ok()) {
+        return Some(now - jiff::SignedDuration::from_secs(s));
+    }
+    value(pairs, "sinceTime").and_then(|v| v.parse::<jiff::Timestamp>().ok())
 }
 
 /// The stream options of an exec or attach request.
@@ -443,6 +450,18 @@ const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_cutoffs() {
+        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let at = |q: &str| since_cutoff(&query_pairs(&Some(q.into())), now).map(|t| t.to_string());
+        assert_eq!(at("sinceSeconds=60").as_deref(), Some("2026-01-01T00:00:00Z"));
+        assert_eq!(
+            at("sinceTime=2025-12-31T23:59:30Z").as_deref(),
+            Some("2025-12-31T23:59:30Z")
+        );
+        assert_eq!(at("follow=true"), None);
+    }
 
     #[test]
     fn stream_flags() {
