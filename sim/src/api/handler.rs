@@ -15,6 +15,7 @@ use super::discovery;
 use super::error::{ApiError, ApiResult};
 use super::objects::{self, Query, json_response};
 use super::openapi;
+use super::portforward;
 use super::proxy;
 use super::route::{self, Route, Target};
 use super::state::AppState;
@@ -121,6 +122,7 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
             match t.sub.as_deref() {
                 Some("log") => return proxy::log(&st, &t, &q).await,
                 Some("exec" | "attach") => return proxy::exec(&st, &t, raw_query.as_deref(), req).await,
+                Some("portforward") => return portforward::serve(&st, &t, raw_query.as_deref(), req).await,
                 Some("proxy") => return proxy::proxy(&st, &t, raw_query.as_deref(), req).await,
                 _ => {}
             }

@@ -28,6 +28,7 @@ pub mod meta;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod portforward;
 pub mod protobuf;
 pub mod proxy;
 pub mod registry;

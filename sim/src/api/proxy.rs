@@ -31,8 +31,8 @@ use super::tls;
 
 /// Where a forwarded request goes.
 #[derive(Debug, Clone, Copy)]
-struct Upstream {
-    addr: SocketAddr,
+pub(super) struct Upstream {
+    pub(super) addr: SocketAddr,
     https: bool,
 }
 
@@ -50,14 +50,14 @@ const HOP: &[&str] = &[
     "content-length",
 ];
 
-fn pod(st: &AppState, ns: &str, name: &str) -> ApiResult<Value> {
+pub(super) fn pod(st: &AppState, ns: &str, name: &str) -> ApiResult<Value> {
     st.store
         .get("/pods", ns, name)
         .ok_or_else(|| ApiError::not_found("", "pods", name))
 }
 
 /// The kubelet endpoint of a node.
-fn kubelet(st: &AppState, node: &str) -> ApiResult<Upstream> {
+pub(super) fn kubelet(st: &AppState, node: &str) -> ApiResult<Upstream> {
     let n = st
         .store
         .get("/nodes", "", node)
@@ -125,7 +125,7 @@ fn container(p: &Value, requested: Option<&str>) -> ApiResult<String> {
     }
 }
 
-fn node_of(p: &Value) -> ApiResult<String> {
+pub(super) fn node_of(p: &Value) -> ApiResult<String> {
     p.pointer("/spec/nodeName")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
@@ -141,7 +141,7 @@ fn node_of(p: &Value) -> ApiResult<String> {
 /// net/http's TLSHandshakeTimeout, which kube-apiserver's kubelet client keeps.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-async fn connect(up: Upstream) -> ApiResult<Box<dyn Io>> {
+pub(super) async fn connect(up: Upstream) -> ApiResult<Box<dyn Io>> {
     if !addr::dialable(up.addr.ip()) {
         return Err(ApiError::unavailable(
             503,
@@ -182,7 +182,7 @@ async fn connect(up: Upstream) -> ApiResult<Box<dyn Io>> {
 }
 
 /// A byte stream to an upstream (plain TCP or TLS).
-trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+pub(super) trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// Sends one HTTP/1.1 request upstream and streams the answer back.
@@ -279,6 +279,19 @@ pub async fn exec(st: &AppState, t: &Target, raw_query: Option<&str>, req: Reque
     }
     let node = node_of(&p)?;
     let up = kubelet(st, &node)?;
+    // Everything but `container` passes through (command repeats, stdin/stdout/stderr/tty).
+    let passthrough: String = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(
+            form_urlencoded::parse(raw_query.unwrap_or_default().as_bytes()).filter(|(k, _)| k != "container"),
+        )
+        .finish();
+    websocket_to_kubelet(st, up, &format!("{sub}/{ns}/{name}/{c}?{passthrough}"), req).await
+}
+
+/// Bridges a client's websocket to the kubelet's at `path` (no leading slash), negotiating the
+/// subprotocol with the kubelet first (the client's offer, e.g. `v5.channel.k8s.io` then
+/// `v4.channel.k8s.io`) and accepting the client with the kubelet's choice.
+pub(super) async fn websocket_to_kubelet(st: &AppState, up: Upstream, path: &str, req: Request) -> ApiResult<Response> {
     // Subscribed now, so an API server going down (`api-down`, shutdown) ends the stream too.
     let drops = st.connection_drops();
     let (mut parts, _body) = req.into_parts();
@@ -293,13 +306,7 @@ pub async fn exec(st: &AppState, t: &Target, raw_query: Option<&str>, req: Reque
     let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, st)
         .await
         .map_err(|_| ApiError::bad_request("Upgrade request required"))?;
-    // Everything but `container` passes through (command repeats, stdin/stdout/stderr/tty).
-    let passthrough: String = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(
-            form_urlencoded::parse(raw_query.unwrap_or_default().as_bytes()).filter(|(k, _)| k != "container"),
-        )
-        .finish();
-    let url = format!("wss://{}/{sub}/{ns}/{name}/{c}?{passthrough}", up.addr);
+    let url = format!("wss://{}/{path}", up.addr);
     let io = connect(up).await?;
     let mut wsreq = tungstenite::client::IntoClientRequest::into_client_request(url.as_str())
         .map_err(|e| ApiError::internal(format!("invalid kubelet url: {e}")))?;
@@ -369,6 +376,9 @@ fn to_client(m: tungstenite::Message) -> Option<ws::Message> {
     })
 }
 
+/// How long a closing stream waits for the peer's close frame.
+pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Ends when either side closes, or when the API server drops its connections (`drops`).
 async fn bridge<S>(
     client: ws::WebSocket,
@@ -380,18 +390,27 @@ async fn bridge<S>(
     let (mut c_tx, mut c_rx) = client.split();
     let (mut k_tx, mut k_rx) = kubelet.split();
     let up = async {
+        let mut kubelet_open = true;
         while let Some(Ok(m)) = c_rx.next().await {
             let close = matches!(m, ws::Message::Close(_));
-            if k_tx.send(to_kubelet(m)).await.is_err() || close {
+            // A failed send means the kubelet is closing (the process ended while the client
+            // still wrote, e.g. its close-stdin signal): keep reading the client so its last
+            // frames are consumed rather than left unread on a socket we close.
+            if kubelet_open && k_tx.send(to_kubelet(m)).await.is_err() {
+                kubelet_open = false;
+            }
+            if close {
                 break;
             }
         }
     };
     let down = async {
         while let Some(Ok(m)) = k_rx.next().await {
-            let close = matches!(m, tungstenite::Message::Close(_));
+            if matches!(m, tungstenite::Message::Close(_)) {
+                break;
+            }
             if let Some(m) = to_client(m)
-                && (c_tx.send(m).await.is_err() || close)
+                && c_tx.send(m).await.is_err()
             {
                 break;
             }
@@ -405,9 +424,15 @@ async fn bridge<S>(
             })))
             .await;
     };
+    tokio::pin!(up, down);
     tokio::select! {
-        _ = up => {}
-        _ = down => {}
+        _ = &mut up => {}
+        _ = &mut down => {
+            // A lingering close: wait (briefly) for the client's answering close frame. Dropping
+            // a socket with the client's last frames unread makes the kernel reset it, and a
+            // reset discards output the client had not read yet.
+            let _ = tokio::time::timeout(LINGER, &mut up).await;
+        }
         _ = drops.changed() => tracing::debug!("exec stream dropped with the API server's connections"),
     }
 }

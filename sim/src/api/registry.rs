@@ -142,7 +142,7 @@ const NONE: &[&str] = &[];
 pub static RESOURCES: &[ResourceDef] = &[
     def("", "v1", "Namespace", "namespaces", "namespace", &["ns"], NONE, false, RW, &["status", "finalize"]),
     def("", "v1", "Pod", "pods", "pod",
-        &["po"], ALL, true, RW, &["status", "binding", "log", "exec", "proxy", "eviction"]),
+        &["po"], ALL, true, RW, &["status", "binding", "log", "exec", "attach", "portforward", "proxy", "eviction"]),
     def("", "v1", "Service", "services", "service", &["svc"], ALL, true, RW, &["status", "proxy"]),
     def("", "v1", "Endpoints", "endpoints", "endpoints", &["ep"], NONE, true, RW, NONE),
     def("", "v1", "ConfigMap", "configmaps", "configmap", &["cm"], NONE, true, RW, NONE),

@@ -13,13 +13,16 @@ pub mod kubelet;
 pub mod net;
 pub mod network;
 pub mod outside;
+pub mod portforward;
 pub mod profile;
 pub mod programs;
 pub mod proxy;
 pub mod registry;
+pub mod remotecommand;
 pub mod runtime;
 pub mod server;
 pub mod shell;
+pub mod spdy;
 pub mod stats;
 
 pub use kubelet::{Capacity, ExecError, KubeletError, NodeConfig, NodeHandle, Reserved, start_node};

@@ -13,13 +13,12 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use bytes::Bytes;
-use futures::{SinkExt, StreamExt};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -30,8 +29,9 @@ use tokio::net::TcpListener;
 use tracing::{debug, info};
 
 use crate::addr::KUBELET_PORT;
-use crate::node::kubelet::{ExecError, Kubelet, log_text};
-use crate::node::programs::{Output, Stream};
+use crate::node::kubelet::{Kubelet, log_text};
+use crate::node::portforward;
+use crate::node::remotecommand::{self, Outcome};
 use crate::node::stats;
 
 /// Errors starting the kubelet server.
@@ -138,6 +138,8 @@ pub(crate) fn router(kl: Arc<Kubelet>) -> Router {
         .route("/pods", get(pods))
         .route("/containerLogs/{ns}/{pod}/{container}", get(container_logs))
         .route("/exec/{ns}/{pod}/{container}", any(exec))
+        .route("/attach/{ns}/{pod}/{container}", any(attach))
+        .route("/portForward/{ns}/{pod}", any(port_forward))
         .with_state(kl)
 }
 
@@ -198,9 +200,7 @@ async fn container_logs(
     let timestamps = flag(&pairs, "timestamps");
     let follow = flag(&pairs, "follow");
     let tail = value(&pairs, "tailLines").and_then(|v| v.parse::<usize>().ok());
-    let since = value(&pairs, "sinceSeconds")
-        .and_then(|v| v.parse::<i64>().ok())
-        .map(|s| jiff::Timestamp::now() - jiff::SignedDuration::from_secs(s));
+    let since = since_cutoff(&pairs, jiff::Timestamp::now());
     let limit = value(&pairs, "limitBytes").and_then(|v| v.parse::<usize>().ok());
     let mut lines = log.since(0);
     if let Some(t) = since {
@@ -248,21 +248,20 @@ async fn container_logs(
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-/// The channel protocols the kubelet speaks, newest first.
-pub const EXEC_PROTOCOLS: [&str; 3] = ["v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io"];
+/// The earliest log line wanted: `sinceSeconds` before `now`, or `sinceTime` (RFC 3339), as
+/// the kubelet's `containerLogs` reads them.
+fn since_cutoff(pairs: &[(String, String)], now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+    if let Some(s) = value(pairs, "sinceSeconds").and_then(|v| v.parse::<i64>().ok()) {
+        return Some(now - jiff::SignedDuration::from_secs(s));
+    }
+    value(pairs, "sinceTime").and_then(|v| v.parse::<jiff::Timestamp>().ok())
+}
 
-/// The Status the error channel carries for an exit code.
-pub fn exit_status(code: i32, argv: &[String]) -> serde_json::Value {
-    if code == 0 {
-        json!({"metadata": {}, "status": "Success"})
-    } else {
-        json!({
-            "metadata": {},
-            "status": "Failure",
-            "message": format!("command terminated with non-zero exit code: error executing command {argv:?}, exit code {code}"),
-            "reason": "NonZeroExitCode",
-            "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
-        })
+/// The stream options of an exec or attach request.
+fn streams(pairs: &[(String, String)]) -> remotecommand::Streams {
+    remotecommand::Streams {
+        stdin: flag(pairs, "stdin"),
+        tty: flag(pairs, "tty"),
     }
 }
 
@@ -278,7 +277,6 @@ async fn exec(
         .filter(|(k, _)| k == "command")
         .map(|(_, v)| v.clone())
         .collect();
-    let want_stdin = flag(&pairs, "stdin");
     let Ok(ws) = ws else {
         return (
             StatusCode::BAD_REQUEST,
@@ -289,90 +287,187 @@ async fn exec(
     if argv.is_empty() {
         return (StatusCode::BAD_REQUEST, "you must specify at least 1 command").into_response();
     }
-    let ws = ws.protocols(EXEC_PROTOCOLS);
-    let v5 = ws.selected_protocol().and_then(|p| p.to_str().ok()) == Some("v5.channel.k8s.io");
-    ws.on_upgrade(move |socket| exec_session(kl, socket, ns, pod, container, argv, want_stdin, v5))
+    let streams = streams(&pairs);
+    let ws = ws.protocols(remotecommand::PROTOCOLS);
+    let framing = remotecommand::Framing::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
+    ws.on_upgrade(move |socket| async move {
+        let (stdin_w, stdin) = remotecommand::exec_stdin(streams);
+        let session = remotecommand::open(socket, framing, streams, stdin_w);
+        let out = session.out.output(streams.tty);
+        let outcome = match kl.exec(&ns, &pod, &container, argv.clone(), stdin, out).await {
+            Ok(code) => Outcome::Exited(code),
+            Err(e) => Outcome::Failed(e.to_string()),
+        };
+        session.finish(outcome, &argv).await;
+    })
 }
 
-#[expect(clippy::too_many_arguments, reason = "the session carries the whole request")]
-async fn exec_session(
+async fn attach(
+    State(kl): State<Arc<Kubelet>>,
+    Path((ns, pod, container)): Path<(String, String, String)>,
+    RawQuery(q): RawQuery,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let pairs = query_pairs(&q);
+    let Ok(ws) = ws else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "attach needs a websocket upgrade (v5.channel.k8s.io or v4.channel.k8s.io); SPDY is not supported",
+        )
+            .into_response();
+    };
+    let streams = streams(&pairs);
+    let ws = ws.protocols(remotecommand::PROTOCOLS);
+    let framing = remotecommand::Framing::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
+    ws.on_upgrade(move |socket| attach_session(kl, socket, framing, streams, ns, pod, container))
+}
+
+/// Streams a running container's output from now on and feeds its stdin, until the container
+/// ends or the client goes; with `stdinOnce` the client's end of input closes the container's.
+async fn attach_session(
     kl: Arc<Kubelet>,
     socket: WebSocket,
+    framing: remotecommand::Framing,
+    streams: remotecommand::Streams,
     ns: String,
     pod: String,
     container: String,
-    argv: Vec<String>,
-    want_stdin: bool,
-    v5: bool,
 ) {
-    let (mut tx, mut rx) = socket.split();
-    let mut stdin = Vec::new();
-    if want_stdin {
-        // Programs take their input at start: collect stdin until the client closes it.
-        while let Some(Ok(msg)) = rx.next().await {
-            match msg {
-                Message::Binary(b) if b.first() == Some(&0) => stdin.extend_from_slice(&b[1..]),
-                Message::Binary(b) if v5 && b.first() == Some(&255) && b.get(1) == Some(&0) => break,
-                Message::Close(_) => break,
-                _ => {}
+    let mut attached = match kl.attach(&ns, &pod, &container) {
+        Ok(a) => a,
+        Err(e) => {
+            let session = remotecommand::open(socket, framing, streams, None);
+            session.finish(Outcome::Failed(e.to_string()), &[]).await;
+            return;
+        }
+    };
+    // Only the session holds this handle: the container keeps its own, which `stdinOnce`
+    // drops below, so the process reads end of file when the client closes its input.
+    let stdin = attached.stdin.take().filter(|_| streams.stdin);
+    let mut session = remotecommand::open(socket, framing, streams, stdin);
+    let out = session.out.output(streams.tty && attached.tty);
+    let logs = attached.logs;
+    let mut notify = logs.subscribe();
+    let mut idx = logs.len();
+    let mut input_open = true;
+    let mut gone = session.gone();
+    loop {
+        let new = logs.since(idx);
+        idx += new.len();
+        for l in &new {
+            out.write(l.stream, &l.data);
+        }
+        if logs.is_closed() {
+            break;
+        }
+        tokio::select! {
+            r = notify.recv() => if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r { break },
+            r = &mut session.input_done, if input_open => {
+                input_open = false;
+                if streams.stdin && attached.stdin_once {
+                    kl.close_stdin_once(&ns, &pod, &container);
+                }
+                if r.is_err() {
+                    break;
+                }
             }
+            _ = gone.wait_for(|g| *g) => break,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
-    let (out_tx, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<(u8, Vec<u8>)>();
-    let out = Output::new(move |s, d| {
-        let ch = if s == Stream::Stdout { 1 } else { 2 };
-        let _ = out_tx.send((ch, d.to_vec()));
-    });
-    let run = {
-        let (kl, argv) = (kl.clone(), argv.clone());
-        tokio::spawn(async move {
-            kl.exec(&ns, &pod, &container, argv, want_stdin.then_some(stdin), out)
-                .await
-        })
-    };
-    let forward = tokio::spawn(async move {
-        while let Some((ch, data)) = out_rx.recv().await {
-            let mut frame = vec![ch];
-            frame.extend_from_slice(&data);
-            if tx.send(Message::Binary(frame.into())).await.is_err() {
-                break;
-            }
-        }
-        tx
-    });
-    let result = run.await;
-    let Ok(mut tx) = forward.await else { return };
-    let status = match result {
-        Ok(Ok(code)) => exit_status(code, &argv),
-        Ok(Err(e @ (ExecError::NotFound(_) | ExecError::ContainerNotRunning { .. } | ExecError::PodNotFound(_)))) => {
-            json!({"metadata": {}, "status": "Failure", "message": e.to_string(), "reason": "InternalError", "details": {"causes": [{"message": e.to_string()}]}, "code": 500})
-        }
-        Err(e) => {
-            json!({"metadata": {}, "status": "Failure", "message": format!("exec task failed: {e}"), "reason": "InternalError", "code": 500})
-        }
-    };
-    let mut frame = vec![3u8];
-    frame.extend_from_slice(status.to_string().as_bytes());
-    let _ = tx.send(Message::Binary(frame.into())).await;
-    // A close frame with status 1000: client-go reports a frame without a status (1005) as a
-    // broken stream, so kubectl exec would fail after printing the output.
-    let _ = tx
-        .send(Message::Close(Some(axum::extract::ws::CloseFrame {
-            code: axum::extract::ws::close_code::NORMAL,
-            reason: "".into(),
-        })))
-        .await;
+    session.finish(Outcome::Done, &[]).await;
 }
+
+/// `portForward/{ns}/{pod}`: a websocket (`?ports=`), or a SPDY/3.1 upgrade negotiating
+/// `portforward.k8s.io`.
+async fn port_forward(
+    State(kl): State<Arc<Kubelet>>,
+    Path((ns, pod)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+    mut req: axum::extract::Request,
+) -> Response {
+    let target = match kl.port_forward_target(&ns, &pod) {
+        Ok(t) => t,
+        Err(e) => return (StatusCode::NOT_FOUND, e.to_string()).into_response(),
+    };
+    if let Ok(ws) = ws {
+        let pairs = query_pairs(&q);
+        let values: Vec<String> = pairs
+            .iter()
+            .filter(|(k, _)| k == "ports")
+            .map(|(_, v)| v.clone())
+            .collect();
+        let ports = match portforward::parse_ports(&values) {
+            Ok(p) => p,
+            Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
+        };
+        let ws = ws.protocols(["v4.channel.k8s.io", "v4.base64.channel.k8s.io"]);
+        let framing = remotecommand::Framing::of(ws.selected_protocol().and_then(|p| p.to_str().ok()));
+        return ws.on_upgrade(move |socket| portforward::websocket(socket, framing, target, ports));
+    }
+    let headers = req.headers();
+    let upgrade = headers.get("upgrade").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if !upgrade.eq_ignore_ascii_case(SPDY_31) {
+        return (StatusCode::BAD_REQUEST, "Upgrade request required").into_response();
+    }
+    let offered: Vec<String> = headers
+        .get_all("x-stream-protocol-version")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|s| s.trim().to_string()))
+        .collect();
+    if !offered.iter().any(|p| p == PORT_FORWARD_PROTOCOL) {
+        return (
+            StatusCode::FORBIDDEN,
+            format!(
+                "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server accepts [\"{PORT_FORWARD_PROTOCOL}\"]"
+            ),
+        )
+            .into_response();
+    }
+    let on = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        match on.await {
+            Ok(up) => portforward::spdy(TokioIo::new(up), target).await,
+            Err(e) => debug!(error = %e, "port-forward upgrade failed"),
+        }
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("Connection", "Upgrade")
+        .header("Upgrade", SPDY_31)
+        .header("X-Stream-Protocol-Version", PORT_FORWARD_PROTOCOL)
+        .body(Body::empty())
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The SPDY upgrade token.
+const SPDY_31: &str = "SPDY/3.1";
+/// The port-forward stream protocol over SPDY.
+const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn exit_status_matches_the_kubelet() {
-        assert_eq!(exit_status(0, &[])["status"], "Success");
-        let s = exit_status(3, &["sh".into()]);
-        assert_eq!(s["reason"], "NonZeroExitCode");
-        assert_eq!(s["details"]["causes"][0]["message"], "3");
+    fn log_cutoffs() {
+        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let at = |q: &str| since_cutoff(&query_pairs(&Some(q.into())), now).map(|t| t.to_string());
+        assert_eq!(at("sinceSeconds=60").as_deref(), Some("2026-01-01T00:00:00Z"));
+        assert_eq!(
+            at("sinceTime=2025-12-31T23:59:30Z").as_deref(),
+            Some("2025-12-31T23:59:30Z")
+        );
+        assert_eq!(at("follow=true"), None);
+    }
+
+    #[test]
+    fn stream_flags() {
+        let s = streams(&query_pairs(&Some("stdin=true&tty=1&stdout=true".into())));
+        assert!(s.stdin && s.tty);
+        let s = streams(&query_pairs(&Some("stdout=true".into())));
+        assert!(!s.stdin && !s.tty);
     }
 }

@@ -378,12 +378,21 @@ pub(super) async fn start_container(
         cwd,
     };
     let started_at = jiff::Timestamp::now();
-    let mut task = tokio::spawn(programs::run(ctx.clone(), argv0, None));
+    // `stdin: true` gives the process an input that stays open (attach writes to it) until the
+    // container ends or, with `stdinOnce`, the first attach closes it; without it reads see EOF.
+    let (mut stdin_writer, stdin) = if c.stdin == Some(true) {
+        let (w, r) = programs::Stdin::pipe();
+        (Some(w), Some(r))
+    } else {
+        (None, None)
+    };
+    let mut task = tokio::spawn(programs::run(ctx.clone(), argv0, stdin));
     // The process runs (exec and termination can reach it), but as in the kubelet the container
     // is reported Running only once its postStart hook has returned (the pod worker is blocked
     // in the hook until then).
     with_ctr(rt, init, idx, |ct| {
         ct.exec = Some(ctx.clone());
+        ct.stdin = stdin_writer.take();
         ct.run_stop = Some(stop.clone());
         ct.run_kill = Some(kill.clone());
         ct.ready = false;
@@ -456,6 +465,7 @@ pub(super) async fn start_container(
         };
         ct.ready = false;
         ct.exec = None;
+        ct.stdin = None;
         ct.run_stop = None;
         ct.run_kill = None;
     });

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::node::programs::{self, Ctx, Output, Stream};
+use crate::node::programs::{self, Ctx, Output, Stdin, StdinWriter, Stream};
 use crate::node::runtime::{self, LogBuffer};
 use crossconf_model::os::Os;
 
@@ -38,7 +38,7 @@ impl Kubelet {
         pod: &str,
         container: &str,
         argv: Vec<String>,
-        stdin: Option<Vec<u8>>,
+        stdin: Option<Stdin>,
         out: Output,
     ) -> Result<i32, ExecError> {
         let rt = self
@@ -82,6 +82,71 @@ impl Kubelet {
         Ok(programs::run(sub, argv, stdin).await)
     }
 
+    /// What an attach to a running container reaches: its output (the log it writes as it
+    /// runs) and, when the container was created with `stdin: true`, its standard input.
+    pub(crate) fn attach(&self, ns: &str, pod: &str, container: &str) -> Result<Attached, ExecError> {
+        let rt = self
+            .find_pod(ns, pod)
+            .ok_or_else(|| ExecError::PodNotFound(format!("{ns}/{pod}")))?;
+        let st = rt.state.lock().expect("state lock");
+        let c = st
+            .main
+            .iter()
+            .chain(st.init.iter())
+            .find(|c| c.name == container || container.is_empty())
+            .filter(|c| c.exec.is_some())
+            .ok_or_else(|| ExecError::ContainerNotRunning {
+                pod: pod.into(),
+                container: container.into(),
+            })?;
+        Ok(Attached {
+            logs: c.logs.clone(),
+            stdin: c.stdin.clone(),
+            stdin_once: c.stdin_once,
+            tty: c.tty,
+        })
+    }
+
+    /// Closes a `stdinOnce` container's input for good: its process reads end of file once the
+    /// attach that had it lets go, and later attaches get no stdin.
+    pub(crate) fn close_stdin_once(&self, ns: &str, pod: &str, container: &str) {
+        if let Some(rt) = self.find_pod(ns, pod) {
+            let mut st = rt.state.lock().expect("state lock");
+            if let Some(c) = st
+                .main
+                .iter_mut()
+                .find(|c| c.name == container || container.is_empty())
+                .filter(|c| c.stdin_once)
+            {
+                c.stdin = None;
+            }
+        }
+    }
+
+    /// Where a port-forward into a pod connects: its IP, and the names the runtime reports.
+    pub(crate) fn port_forward_target(
+        &self,
+        ns: &str,
+        pod: &str,
+    ) -> Result<crate::node::portforward::Target, ExecError> {
+        let rt = self
+            .find_pod(ns, pod)
+            .ok_or_else(|| ExecError::PodNotFound(format!("{ns}/{pod}")))?;
+        let ip = rt
+            .state
+            .lock()
+            .expect("state lock")
+            .ip
+            .ok_or_else(|| ExecError::NotFound(format!("pod {pod} has no sandbox running")))?;
+        // containerd names a sandbox by a 64-hex-digit id; the pod UID's digits stand in.
+        let hex: String = rt.uid.chars().filter(char::is_ascii_hexdigit).collect();
+        Ok(crate::node::portforward::Target {
+            ip,
+            sandbox: format!("{hex}{hex}").chars().take(64).collect(),
+            uid: rt.uid.clone(),
+        })
+    }
+
     /// The log of a container (the previous run's with `previous`).
     pub(crate) fn logs(&self, ns: &str, pod: &str, container: &str, previous: bool) -> Option<Arc<LogBuffer>> {
         let rt = self.find_pod(ns, pod)?;
@@ -102,6 +167,19 @@ impl Kubelet {
     pub(crate) fn pod_list(&self) -> Vec<Pod> {
         self.pods.lock().expect("pods lock").values().map(|p| p.pod()).collect()
     }
+}
+
+/// A running container as an attach sees it.
+#[derive(Debug)]
+pub(crate) struct Attached {
+    /// The current run's output.
+    pub logs: Arc<LogBuffer>,
+    /// Its standard input, when the container has one (`stdin: true`) still open.
+    pub stdin: Option<StdinWriter>,
+    /// `stdinOnce`: the first attach's end of input closes it.
+    pub stdin_once: bool,
+    /// `tty: true`.
+    pub tty: bool,
 }
 
 /// Writes a log to `out` (used by tests and the `/containerLogs` endpoint).

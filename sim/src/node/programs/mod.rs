@@ -10,6 +10,9 @@
 pub mod agnhost;
 pub mod inclusterclient;
 pub mod servers;
+pub mod stdin;
+
+pub use stdin::{Stdin, StdinWriter};
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -272,7 +275,7 @@ pub fn not_found_message(argv0: &str, image: &Image) -> String {
 
 /// Runs `argv` in `ctx` to completion and returns its exit code; `stdin` is fed to programs
 /// that read it. The caller has checked [`find`].
-pub fn run(ctx: Ctx, argv: Vec<String>, stdin: Option<Vec<u8>>) -> BoxFuture<'static, i32> {
+pub fn run(ctx: Ctx, argv: Vec<String>, stdin: Option<Stdin>) -> BoxFuture<'static, i32> {
     Box::pin(async move {
         let Some(prog) = argv.first().and_then(|a| find(a, &ctx.image)) else {
             let a0 = argv.first().cloned().unwrap_or_default();

@@ -61,6 +61,30 @@ impl Interp {
                     self.exit = Some(code);
                     code
                 }
+                "read" if sh_builtin => {
+                    // `read [-r] NAME...`: one line of stdin split on whitespace, the last name
+                    // taking the rest; status 1 at end of file.
+                    let names: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+                    let Some(line) = io.stdin.read_line().await else {
+                        return 1;
+                    };
+                    let text = String::from_utf8_lossy(&line);
+                    let mut rest = text.trim_end_matches('\n').trim_start();
+                    for (i, n) in names.iter().enumerate() {
+                        let v = if i + 1 == names.len() {
+                            std::mem::take(&mut rest).trim_end().to_string()
+                        } else {
+                            let (w, r) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                            rest = r.trim_start();
+                            w.to_string()
+                        };
+                        self.vars.insert(n.to_string(), v);
+                    }
+                    if names.is_empty() {
+                        self.vars.insert("REPLY".into(), rest.to_string());
+                    }
+                    0
+                }
                 "true" | ":" if sh_builtin || self.has_applet("true") => 0,
                 "false" if sh_builtin || self.has_applet("false") => 1,
                 "cd" | "chdir" if sh_builtin || cmd_builtin => {
@@ -210,8 +234,8 @@ impl Interp {
                         }
                     }
                 }
-                "cat" if self.has_applet("cat") => self.cat(&args, io, "cat"),
-                "type" if cmd_builtin => self.cat(&args, io, "type"),
+                "cat" if self.has_applet("cat") => self.cat(&args, io, "cat").await,
+                "type" if cmd_builtin => self.cat(&args, io, "type").await,
                 "ls" if self.has_applet("ls") => self.ls(&args, io),
                 "dir" if cmd_builtin => self.ls(&args, io),
                 "mkdir" | "md" if (name == "mkdir" && self.has_applet("mkdir")) || cmd_builtin => {
@@ -271,7 +295,7 @@ impl Interp {
                             .collect(),
                     );
                     let Some(pat) = pats.first() else { return 2 };
-                    let text = String::from_utf8_lossy(&io.stdin).to_string();
+                    let text = String::from_utf8_lossy(&io.stdin.read_all().await).to_string();
                     let mut found = false;
                     for l in text.lines() {
                         if l.contains(pat.as_str()) != invert {
@@ -282,7 +306,7 @@ impl Interp {
                     if found { 0 } else { 1 }
                 }
                 "wc" if self.has_applet("wc") => {
-                    let text = String::from_utf8_lossy(&io.stdin).to_string();
+                    let text = String::from_utf8_lossy(&io.stdin.read_all().await).to_string();
                     if args.iter().any(|a| a == "-l") {
                         self.line(io, &text.lines().count().to_string());
                     } else {
@@ -316,7 +340,7 @@ impl Interp {
                                 return 1;
                             }
                         },
-                        None => String::from_utf8_lossy(&io.stdin).to_string(),
+                        None => String::from_utf8_lossy(&io.stdin.read_all().await).to_string(),
                     };
                     let lines: Vec<&str> = text.lines().collect();
                     let pick = if name == "head" {
@@ -330,7 +354,7 @@ impl Interp {
                     0
                 }
                 "tee" if self.has_applet("tee") => {
-                    let data = io.stdin.clone();
+                    let data = io.stdin.read_all().await;
                     io.out.write(&data);
                     for f in args.iter().filter(|a| !a.starts_with('-')) {
                         if let Err(e) = self.ctx.fs.write(&self.abs(f), &data, args.iter().any(|a| a == "-a")) {
@@ -452,11 +476,20 @@ impl Interp {
         }
     }
 
-    fn cat(&self, args: &[String], io: &Io, cmd: &str) -> i32 {
+    /// `cat FILE...`, or without files a copy of stdin made as it arrives, so an interactive
+    /// `kubectl exec -i ... cat` echoes each line back before the next is typed.
+    async fn cat(&self, args: &[String], io: &Io, cmd: &str) -> i32 {
         let files: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
         if files.is_empty() {
-            io.out.write(&io.stdin);
-            return 0;
+            loop {
+                tokio::select! {
+                    chunk = io.stdin.read_chunk() => match chunk {
+                        Some(c) => io.out.write(&c),
+                        None => return 0,
+                    },
+                    () = self.ctx.cancel.cancelled() => return STOPPED,
+                }
+            }
         }
         let mut code = 0;
         for f in files {

@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use super::sh_parse::{Node, Part, Redir, Target, Word, parse_sh};
 use super::{Dialect, Interp, Io, STOPPED, SharedBuf, Sink, fs_msg, is_assignment, is_null_device};
 use crate::node::fs::FsError;
+use crate::node::programs::Stdin;
 use crate::node::programs::{self, BUSYBOX_APPLETS, Ctx, WINDOWS_PROGRAMS};
 use crate::node::registry::Tool;
 use crossconf_model::os::Os;
@@ -48,7 +49,7 @@ impl Interp {
                         let io = Io {
                             out: Sink::Buf(buf.clone()),
                             err: Sink::Null,
-                            stdin: vec![],
+                            stdin: Stdin::empty(),
                         };
                         if let Ok(n) = parse_sh(src) {
                             let saved = self.exit;
@@ -109,11 +110,11 @@ impl Interp {
                                 Io {
                                     out,
                                     err: io.err.clone(),
-                                    stdin: std::mem::take(&mut stdin),
+                                    stdin: std::mem::replace(&mut stdin, Stdin::empty()),
                                 },
                             )
                             .await;
-                        stdin = buf.lock().expect("pipe lock").clone();
+                        stdin = Stdin::bytes(buf.lock().expect("pipe lock").clone());
                         if code == STOPPED {
                             break;
                         }
@@ -238,7 +239,7 @@ impl Interp {
                     let full = self.abs(&path);
                     if r.input {
                         match self.ctx.fs.read(&full) {
-                            Ok(b) => io.stdin = b,
+                            Ok(b) => io.stdin = Stdin::bytes(b),
                             Err(e) => {
                                 self.redirect_error(&io, &path, &e);
                                 return 1;

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::node::fs::FsError;
-use crate::node::programs::{self, Ctx, Output, Stream};
+use crate::node::programs::{self, Ctx, Output, Stdin, Stream};
 use crossconf_model::os::Os;
 
 use cmd_parse::parse_cmd;
@@ -70,7 +70,7 @@ impl Sink {
 struct Io {
     out: Sink,
     err: Sink,
-    stdin: Vec<u8>,
+    stdin: Stdin,
 }
 
 /// The shell interpreter state for one script.
@@ -131,7 +131,7 @@ fn fs_msg(os: Os, e: &FsError) -> &'static str {
     }
 }
 
-fn io_for(ctx: &Ctx, stdin: Vec<u8>) -> Io {
+fn io_for(ctx: &Ctx, stdin: Stdin) -> Io {
     Io {
         out: Sink::Pass(ctx.out.clone(), Stream::Stdout),
         err: Sink::Pass(ctx.out.clone(), Stream::Stderr),
@@ -148,9 +148,9 @@ fn finish(interp: &Interp, code: i32) -> i32 {
 }
 
 /// Runs an `sh` script.
-pub async fn run_sh_script(ctx: Ctx, script: &str, stdin: Option<Vec<u8>>) -> i32 {
+pub async fn run_sh_script(ctx: Ctx, script: &str, stdin: Option<Stdin>) -> i32 {
     let _busy = ctx.usage.busy(1);
-    let io = io_for(&ctx, stdin.unwrap_or_default());
+    let io = io_for(&ctx, stdin.unwrap_or_else(Stdin::empty));
     let node = match parse_sh(script) {
         Ok(n) => n,
         Err(e) => {
@@ -164,7 +164,7 @@ pub async fn run_sh_script(ctx: Ctx, script: &str, stdin: Option<Vec<u8>>) -> i3
 }
 
 /// Runs `sh ARGS`: `-c SCRIPT`, a script file, or commands from stdin.
-pub async fn run_sh_argv(ctx: Ctx, args: &[String], stdin: Option<Vec<u8>>) -> i32 {
+pub async fn run_sh_argv(ctx: Ctx, args: &[String], stdin: Option<Stdin>) -> i32 {
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -192,15 +192,65 @@ pub async fn run_sh_argv(ctx: Ctx, args: &[String], stdin: Option<Vec<u8>>) -> i
         }
     }
     // No script: sh reads commands from stdin; a container without stdin exits at once.
-    let script = String::from_utf8_lossy(&stdin.unwrap_or_default()).to_string();
-    run_sh_script(ctx, &script, None).await
+    run_sh_stdin(ctx, stdin.unwrap_or_else(Stdin::empty)).await
+}
+
+/// Whether a parse error only means the command goes on in the next line (an open quote, an
+/// `if` without its `fi`), so a shell reading stdin waits for more rather than failing.
+fn incomplete(e: &sh_parse::SyntaxError) -> bool {
+    ["unterminated", "expected \"", "unexpected newline"]
+        .iter()
+        .any(|m| e.0.contains(m))
+}
+
+/// `sh` reading its commands from stdin as they arrive: each complete command runs before the
+/// next line is read, with the shell's variables kept between them, and commands that read
+/// stdin (`cat`, `read`) take the lines that follow, as with a real shell's file descriptor 0.
+async fn run_sh_stdin(ctx: Ctx, stdin: Stdin) -> i32 {
+    let _busy = ctx.usage.busy(1);
+    let io = io_for(&ctx, stdin.clone());
+    let mut it = Interp::new(ctx, Dialect::Sh);
+    let mut text = String::new();
+    let mut code = 0;
+    loop {
+        let line = tokio::select! {
+            l = stdin.read_line() => l,
+            () = it.ctx.cancel.cancelled() => return finish(&it, STOPPED),
+        };
+        let Some(line) = line else {
+            if !text.trim().is_empty()
+                && let Err(e) = parse_sh(&text)
+            {
+                it.ctx.out.err_line(&e.0);
+                return 2;
+            }
+            return finish(&it, code);
+        };
+        text.push_str(&String::from_utf8_lossy(&line));
+        let node = match parse_sh(&text) {
+            Ok(n) => n,
+            Err(e) if incomplete(&e) => continue,
+            Err(e) => {
+                it.ctx.out.err_line(&e.0);
+                text.clear();
+                code = 2;
+                continue;
+            }
+        };
+        text.clear();
+        code = it.run_node(&node, io.clone()).await;
+        it.last = code;
+        if code == STOPPED || it.exit.is_some() {
+            return finish(&it, code);
+        }
+    }
 }
 
 /// Runs a cmd.exe command line.
 pub async fn run_cmd_script(ctx: Ctx, script: &str) -> i32 {
     let _busy = ctx.usage.busy(1);
     let node = parse_cmd(script, &ctx.env);
-    let io = io_for(&ctx, vec![]);
+    let io = io_for(&ctx, Stdin::empty());
     let mut it = Interp::new(ctx, Dialect::Cmd);
     let code = it.run_node(&node, io).await;
     finish(&it, code)
@@ -238,8 +288,8 @@ pub async fn run_cmd_argv(ctx: Ctx, args: &[String]) -> i32 {
 }
 
 /// Runs a single program without a shell (a busybox applet or a Windows system program).
-pub async fn run_direct(ctx: Ctx, dialect: Dialect, argv: Vec<String>, stdin: Option<Vec<u8>>) -> i32 {
-    let io = io_for(&ctx, stdin.unwrap_or_default());
+pub async fn run_direct(ctx: Ctx, dialect: Dialect, argv: Vec<String>, stdin: Option<Stdin>) -> i32 {
+    let io = io_for(&ctx, stdin.unwrap_or_else(Stdin::empty));
     let mut it = Interp::new(ctx, dialect);
     let code = it.command(argv, None, &io).await;
     finish(&it, code)
@@ -272,7 +322,7 @@ pub async fn run_powershell_argv(ctx: Ctx, args: &[String]) -> i32 {
         return 0;
     };
     let _busy = ctx.usage.busy(1);
-    let io = io_for(&ctx, vec![]);
+    let io = io_for(&ctx, Stdin::empty());
     let mut it = Interp::new(ctx, Dialect::Ps);
     let code = ps_block(&mut it, &script, &io).await;
     finish(&it, code)
@@ -297,6 +347,26 @@ mod run_tests {
 
     fn argv(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn sh_reads_commands_from_stdin_as_they_come() {
+        let (c, out, _d) = ctx(Os::Linux, AGNHOST, 110);
+        let (w, r) = Stdin::pipe();
+        let run = tokio::spawn(programs::run(c, argv(&["sh"]), Some(r)));
+        w.write(b"X=42\necho x=$X\nif true; then\n");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(text(&out), "x=42\n", "the first command ran before the rest arrived");
+        w.write(b"  echo in-if\nfi\nread A B\none two three\necho $B/$A\ncat\n");
+        w.write(b"copied\n");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(text(&out), "x=42\nin-if\ntwo three/one\ncopied\n");
+        drop(w);
+        assert_eq!(run.await.unwrap(), 0, "cat saw end of file, and so did sh");
+        let (c, out, _d) = ctx(Os::Linux, AGNHOST, 111);
+        let script = b"echo a\nif true; then\n  echo in-if\nfi\nread L\nfrom stdin\necho got=$L\nexit 7\necho b\n";
+        let code = programs::run(c, argv(&["sh"]), Some(Stdin::bytes(script.to_vec()))).await;
+        assert_eq!((code, text(&out).as_str()), (7, "a\nin-if\ngot=from stdin\n"));
     }
 
     #[tokio::test]

@@ -560,11 +560,8 @@ impl Interp {
         let addr = SocketAddr::new(ip, port);
         let src = self.ctx.source();
         if udp {
-            let payload = if io.stdin.is_empty() {
-                b"\n".to_vec()
-            } else {
-                io.stdin.clone()
-            };
+            let payload = io.stdin.read_all().await;
+            let payload = if payload.is_empty() { b"\n".to_vec() } else { payload };
             return match self.ctx.net.dialer().udp_request(&src, addr, &payload, wait).await {
                 Ok(reply) => {
                     io.out.write(&reply);
@@ -588,7 +585,8 @@ impl Interp {
                     return 0;
                 }
                 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                if !io.stdin.is_empty() && stream.write_all(&io.stdin).await.is_err() {
+                let input = io.stdin.read_all().await;
+                if !input.is_empty() && stream.write_all(&input).await.is_err() {
                     return 1;
                 }
                 let _ = stream.shutdown().await;

@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 
 use super::{Dialect, Interp, Io, STOPPED, Sink, fs_msg};
 use crate::node::fs::FsError;
+use crate::node::programs::Stdin;
 use crossconf_model::os::Os;
 
 fn split_top(s: &str, sep: char) -> Vec<String> {
@@ -67,7 +68,7 @@ pub(super) fn ps_block<'a>(it: &'a mut Interp, script: &'a str, io: &'a Io) -> B
                 let job_io = Io {
                     out: Sink::Null,
                     err: Sink::Null,
-                    stdin: vec![],
+                    stdin: Stdin::empty(),
                 };
                 let n = it.jobs.len() + 1;
                 it.jobs
@@ -273,7 +274,7 @@ async fn ps_pipeline(it: &mut Interp, stmt: &str, io: &Io) -> i32 {
         let sub_io = Io {
             out: if last { io.out.clone() } else { Sink::Buf(buf.clone()) },
             err: io.err.clone(),
-            stdin: input.take().unwrap_or_default(),
+            stdin: input.take().map_or_else(|| io.stdin.clone(), Stdin::bytes),
         };
         code = ps_command(it, stage, &sub_io).await;
         input = Some(buf.lock().expect("ps pipe lock").clone());
@@ -371,7 +372,12 @@ async fn ps_command(it: &mut Interp, stage: &str, io: &Io) -> i32 {
             };
             let value = ps_param(&words, &["-Value", "-InputObject"])
                 .map(|v| format!("{v}\r\n").into_bytes())
-                .unwrap_or_else(|| io.stdin.clone());
+                .unwrap_or_default();
+            let value = if value.is_empty() {
+                io.stdin.read_all().await
+            } else {
+                value
+            };
             let append = cmd == "add-content" || words.iter().any(|w| w.eq_ignore_ascii_case("-Append"));
             match it.ctx.fs.write(&it.abs(&p), &value, append) {
                 Ok(()) => 0,
