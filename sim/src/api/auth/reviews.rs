@@ -188,7 +188,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.message,
-            r#"SubjectAccessReview "" is invalid: spec.user: Invalid value: "": at least one of user or group must be specified"#
+            r#"SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least one of user or group must be specified"#
         );
         let e = answer(&st, def, sar(json!({"user": "u"}))).unwrap_err();
         assert!(
