@@ -120,6 +120,30 @@ fn drive(k: &Kubectl) {
         );
     }
 
+    // The per-controller roles are bound to kube-system ServiceAccounts, as kube-controller-manager
+    // runs its controllers: the namespace controller may delete any namespace but create nothing.
+    let sa = "--as=system:serviceaccount:kube-system:namespace-controller";
+    let (code, out, _) = k.run(&["auth", "can-i", "delete", "namespaces", sa]);
+    assert_eq!((code, out.trim()), (Some(0), "yes"));
+    let (code, out, _) = k.run(&["auth", "can-i", "create", "pods", "-n", "default", sa]);
+    assert_eq!((code, out.trim()), (Some(1), "no"));
+    let subjects = k.ok(&[
+        "get",
+        "clusterrolebinding",
+        "system:controller:job-controller",
+        "-o",
+        "jsonpath={.subjects[0].namespace}/{.subjects[0].name}",
+    ]);
+    assert_eq!(subjects, "kube-system/job-controller");
+    let signer = k.ok(&[
+        "get",
+        "clusterrole",
+        "system:certificates.k8s.io:kubelet-serving-approver",
+        "-o",
+        "jsonpath={.rules[0].resourceNames[0]}",
+    ]);
+    assert_eq!(signer, "kubernetes.io/kubelet-serving");
+
     k.ok(&["create", "namespace", NS]);
     k.ok(&["create", "serviceaccount", "reader", "-n", NS]);
     let token = k.ok(&["create", "token", "reader", "-n", NS]).trim().to_string();

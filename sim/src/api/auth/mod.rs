@@ -16,6 +16,7 @@
 //! - [`validation`]: upstream's validation of Roles, ClusterRoles and bindings.
 
 pub mod attributes;
+pub mod controller_policy;
 pub mod escalation;
 pub mod impersonate;
 pub mod policy;

@@ -1,15 +1,27 @@
 //! The bootstrap RBAC policy a kube-apiserver 1.33 creates at start-up (upstream
 //! plugin/pkg/auth/authorizer/rbac/bootstrappolicy: `ClusterRoles`, `ClusterRoleBindings`,
-//! `NamespaceRoles`, `NamespaceRoleBindings`), plus kubeadm's `kubeadm:cluster-admins`
-//! binding, which is what makes the admin kubeconfig user (group `kubeadm:cluster-admins`)
-//! a cluster admin on kind and kubeadm clusters (kubeadm >= 1.29).
+//! `NamespaceRoles`, `NamespaceRoleBindings`; the per-controller roles live in
+//! `controller_policy`), plus kubeadm's `kubeadm:cluster-admins` binding, which is what makes
+//! the admin kubeconfig user (group `kubeadm:cluster-admins`) a cluster admin on kind and
+//! kubeadm clusters (kubeadm >= 1.29).
 //!
-//! Data, written as a table of rules transcribed from upstream's policy.go and
-//! namespace_policy.go (the lists inside each rule sorted, as the testdata YAMLs print them).
-//! The per-controller roles (`system:controller:*`, controller_policy.go) are not included:
-//! the simulator's controllers run as the admin user, and a partial list would pretend to be
-//! complete. Roles behind feature
-//! gates that are off by default in 1.33 (DRA and others) are left out, as upstream does.
+//! Data, written as a table of rules; the lists inside each rule sorted, as the generated
+//! testdata YAMLs print them. Provenance (upstream's testdata, as stored in the search index;
+//! no 1.33 release tag was available, so each piece is the newest copy that could be dated):
+//! - ClusterRoles: `testdata/cluster-roles.yaml` of kubernetes/kubernetes@025f2834a128798cef30018a5e6a6ae82b5ad885
+//!   (has `selfsubjectreviews`, `/metrics/slis`, leases in `system:aggregate-to-edit`), with
+//!   the trailing-slash issuer-discovery URLs of the newer pohly/kubernetes@756168acf7903ecfc0eda5bdf750e7b6e1d6c43d.
+//!   Not taken from the newer copy: its DynamicResourceAllocation rules for
+//!   `system:kube-scheduler` and `system:node` (the gate is off by default in 1.33) and its
+//!   `leasecandidates` / list+watch lease rules for `system:kube-scheduler` (could not be dated
+//!   against 1.33; see the report of this change).
+//! - ClusterRoleBindings: translatecn/kubernetes@ac57958046c65943b60f6a67e5345bdeb8c63c9d
+//!   (newest copy with the `system:monitoring` and issuer-discovery bindings).
+//! - Roles: kubernetes/kubernetes@1892e4deb967a2b39cfc2fea87a8bd49274449ef (>= 1.31: the
+//!   leader-locking Roles grant leases and `leasecandidates`).
+//! - RoleBindings: translatecn/kubernetes@ac57958046c65943b60f6a67e5345bdeb8c63c9d.
+//!
+//! Roles behind feature gates that are off by default in 1.33 are left out, as upstream does.
 
 use serde_json::{Value, json};
 
@@ -18,9 +30,9 @@ pub const BOOTSTRAP_LABEL: (&str, &str) = ("kubernetes.io/bootstrapping", "rbac-
 /// ... and this annotation (the reconciler may update them).
 pub const AUTOUPDATE: (&str, &str) = ("rbac.authorization.kubernetes.io/autoupdate", "true");
 
-const READ: &[&str] = &["get", "list", "watch"];
+pub(super) const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
-const RW: &[&str] = &[
+pub(super) const RW: &[&str] = &[
     "create",
     "delete",
     "deletecollection",
@@ -31,14 +43,16 @@ const RW: &[&str] = &[
     "watch",
 ];
 const EVENTS: &[&str] = &["create", "patch", "update"];
+/// The verbs the kube-system leader-locking Roles grant on leases and lease candidates.
+const LEADER_LOCKING: &[&str] = &["create", "get", "list", "update", "watch"];
 
 /// A resource rule.
-fn r(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
+pub(super) fn r(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
 }
 
 /// A resource rule limited to names.
-fn rn(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> Value {
+pub(super) fn rn(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> Value {
     json!({"apiGroups": groups, "resourceNames": names, "resources": resources, "verbs": verbs})
 }
 
@@ -48,7 +62,7 @@ fn u(verbs: &[&str], urls: &[&str]) -> Value {
 }
 
 /// Upstream's `eventsRule()`: core and events.k8s.io events.
-fn events_rule() -> Value {
+pub(super) fn events_rule() -> Value {
     r(EVENTS, &["", "events.k8s.io"], &["events"])
 }
 
@@ -65,7 +79,7 @@ fn metadata(name: &str, namespace: Option<&str>, extra_labels: &[(&str, &str)]) 
     m
 }
 
-fn cluster_role(name: &str, labels: &[(&str, &str)], rules: Vec<Value>) -> Value {
+pub(super) fn cluster_role(name: &str, labels: &[(&str, &str)], rules: Vec<Value>) -> Value {
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": metadata(name, None, labels), "rules": rules})
 }
@@ -77,12 +91,30 @@ fn aggregated(name: &str, labels: &[(&str, &str)], select: &str) -> Value {
         "metadata": metadata(name, None, labels), "rules": null})
 }
 
+/// Upstream's per-signer approver roles (`system:certificates.k8s.io:<name>`): `approve`
+/// on the one `signers` resource name, which the CSR approval check asks for.
+fn signer_approver(name: &str, signer: &str) -> Value {
+    cluster_role(
+        &format!("system:certificates.k8s.io:{name}"),
+        &[],
+        vec![rn(&["approve"], &["certificates.k8s.io"], &["signers"], &[signer])],
+    )
+}
+
 const TO_ADMIN: &str = "rbac.authorization.k8s.io/aggregate-to-admin";
 const TO_EDIT: &str = "rbac.authorization.k8s.io/aggregate-to-edit";
 const TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
 
-/// The bootstrap ClusterRoles.
+/// The bootstrap ClusterRoles: policy.go's, then controller_policy.go's (the apiserver's
+/// RBAC post-start hook creates both sets).
 pub fn cluster_roles() -> Vec<Value> {
+    let mut out = policy_cluster_roles();
+    out.extend(super::controller_policy::controller_roles());
+    out
+}
+
+/// policy.go's `ClusterRoles()`, in the testdata's (name) order.
+fn policy_cluster_roles() -> Vec<Value> {
     vec![
         aggregated("admin", &[], TO_ADMIN),
         cluster_role("cluster-admin", &[], vec![r(&["*"], &["*"], &["*"]), u(&["*"], &["*"])]),
@@ -167,6 +199,7 @@ pub fn cluster_roles() -> Vec<Value> {
                 ),
                 r(WRITE, &["policy"], &["poddisruptionbudgets"]),
                 r(WRITE, &["networking.k8s.io"], &["ingresses", "networkpolicies"]),
+                r(RW, &["coordination.k8s.io"], &["leases"]),
             ],
         ),
         cluster_role(
@@ -285,6 +318,31 @@ pub fn cluster_roles() -> Vec<Value> {
             ],
         ),
         cluster_role(
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            &[],
+            vec![r(
+                &["create"],
+                &["certificates.k8s.io"],
+                &["certificatesigningrequests/nodeclient"],
+            )],
+        ),
+        cluster_role(
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            &[],
+            vec![r(
+                &["create"],
+                &["certificates.k8s.io"],
+                &["certificatesigningrequests/selfnodeclient"],
+            )],
+        ),
+        signer_approver("kube-apiserver-client-approver", "kubernetes.io/kube-apiserver-client"),
+        signer_approver(
+            "kube-apiserver-client-kubelet-approver",
+            "kubernetes.io/kube-apiserver-client-kubelet",
+        ),
+        signer_approver("kubelet-serving-approver", "kubernetes.io/kubelet-serving"),
+        signer_approver("legacy-unknown-approver", "kubernetes.io/legacy-unknown"),
+        cluster_role(
             "system:discovery",
             &[],
             vec![u(
@@ -368,20 +426,26 @@ pub fn cluster_roles() -> Vec<Value> {
                 r(READ, &["apps", "extensions"], &["replicasets"]),
                 r(READ, &["apps"], &["statefulsets"]),
                 r(READ, &["policy"], &["poddisruptionbudgets"]),
-                r(
-                    &["get", "list", "patch", "update", "watch"],
-                    &[""],
-                    &["persistentvolumeclaims", "persistentvolumes"],
-                ),
+                r(READ, &[""], &["persistentvolumeclaims", "persistentvolumes"]),
                 r(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
                 r(&["create"], &["authorization.k8s.io"], &["subjectaccessreviews"]),
-                r(
-                    READ,
-                    &["storage.k8s.io"],
-                    &["csidrivers", "csinodes", "csistoragecapacities", "storageclasses"],
-                ),
+                r(READ, &["storage.k8s.io"], &["csinodes"]),
                 r(READ, &[""], &["namespaces"]),
-                r(READ, &[""], &["configmaps"]),
+                r(READ, &["storage.k8s.io"], &["csidrivers"]),
+                r(READ, &["storage.k8s.io"], &["csistoragecapacities"]),
+            ],
+        ),
+        cluster_role(
+            "system:kubelet-api-admin",
+            &[],
+            vec![
+                r(READ, &[""], &["nodes"]),
+                r(&["proxy"], &[""], &["nodes"]),
+                r(
+                    &["*"],
+                    &[""],
+                    &["nodes/log", "nodes/metrics", "nodes/proxy", "nodes/stats"],
+                ),
             ],
         ),
         cluster_role(
@@ -415,12 +479,12 @@ pub fn cluster_roles() -> Vec<Value> {
                 r(&["create", "get", "list", "watch"], &[""], &["nodes"]),
                 r(&["patch", "update"], &[""], &["nodes/status"]),
                 r(&["patch", "update"], &[""], &["nodes"]),
-                r(EVENTS, &["", "events.k8s.io"], &["events"]),
+                r(EVENTS, &[""], &["events"]),
                 r(READ, &[""], &["pods"]),
                 r(&["create", "delete"], &[""], &["pods"]),
                 r(&["patch", "update"], &[""], &["pods/status"]),
                 r(&["create"], &[""], &["pods/eviction"]),
-                r(&["get"], &[""], &["configmaps", "secrets"]),
+                r(READ, &[""], &["configmaps", "secrets"]),
                 r(&["get"], &[""], &["persistentvolumeclaims", "persistentvolumes"]),
                 r(&["get"], &[""], &["endpoints"]),
                 r(
@@ -484,7 +548,7 @@ pub fn cluster_roles() -> Vec<Value> {
                 ),
                 r(&["get", "list", "update", "watch"], &[""], &["persistentvolumeclaims"]),
                 r(READ, &["storage.k8s.io"], &["storageclasses"]),
-                r(&["watch"], &["", "events.k8s.io"], &["events"]),
+                r(&["watch"], &[""], &["events"]),
                 events_rule(),
             ],
         ),
@@ -553,7 +617,7 @@ fn binding(
     b
 }
 
-fn crb(name: &str, subjects: &[(&str, &str)]) -> Value {
+pub(super) fn crb(name: &str, subjects: &[(&str, &str)]) -> Value {
     binding("ClusterRoleBinding", name, None, "ClusterRole", name, subjects)
 }
 
@@ -584,6 +648,7 @@ pub fn cluster_role_bindings() -> Vec<Value> {
         ),
         crb("system:volume-scheduler", &[("User", "system:kube-scheduler")]),
     ];
+    out.extend(super::controller_policy::controller_role_bindings());
     // kubeadm's binding carries neither the bootstrap label nor the autoupdate annotation.
     out.push(
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -627,6 +692,8 @@ pub fn roles() -> Vec<Value> {
             vec![
                 r(&["watch"], &[""], &["configmaps"]),
                 rn(&["get", "update"], &[""], &["configmaps"], &["kube-controller-manager"]),
+                r(LEADER_LOCKING, &["coordination.k8s.io"], &["leases"]),
+                r(LEADER_LOCKING, &["coordination.k8s.io"], &["leasecandidates"]),
             ],
         ),
         role(
@@ -635,6 +702,8 @@ pub fn roles() -> Vec<Value> {
             vec![
                 r(&["watch"], &[""], &["configmaps"]),
                 rn(&["get", "update"], &[""], &["configmaps"], &["kube-scheduler"]),
+                r(LEADER_LOCKING, &["coordination.k8s.io"], &["leases"]),
+                r(LEADER_LOCKING, &["coordination.k8s.io"], &["leasecandidates"]),
             ],
         ),
         role(
@@ -751,8 +820,9 @@ mod tests {
             );
             assert_eq!(o["metadata"]["annotations"][AUTOUPDATE.0], AUTOUPDATE.1, "{}", name(o));
         }
-        let mut sorted = role_names.clone();
+        let policy_names: Vec<&str> = crs.iter().take(policy_cluster_roles().len()).map(name).collect();
+        let mut sorted = policy_names.clone();
         sorted.sort_unstable();
-        assert_eq!(sorted, role_names, "cluster roles in upstream's (name) order");
+        assert_eq!(sorted, policy_names, "cluster roles in upstream's (name) order");
     }
 }
