@@ -154,26 +154,43 @@ async fn crud_and_status_errors() {
     srv.shutdown().await;
 }
 
+/// As kind's kube-apiserver (anonymous auth on): no credentials is `system:anonymous`, which
+/// RBAC lets read `/version` and nothing else; a token the server does not know is 401.
 #[tokio::test]
-async fn requests_without_the_right_token_get_401() {
+async fn anonymous_requests_meet_rbac_and_wrong_tokens_get_401() {
     let (srv, _) = start(2).await;
-    for token in [None, Some("wrong")] {
+    let client_with = |auth: serde_json::Value| {
         let mut cfg = srv.kube_config();
-        cfg.auth_info = match token {
-            Some(t) => serde_json::from_value(json!({"token": t})).unwrap(),
-            None => Default::default(),
-        };
-        let client = Client::try_from(cfg).unwrap();
-        let (code, reason, _) = api_err(
-            Api::<Pod>::default_namespaced(client.clone())
-                .list(&ListParams::default())
-                .await
-                .unwrap_err(),
-        );
-        assert_eq!((code, reason.as_str()), (401, "Unauthorized"), "token {token:?}");
-        let (code, _, _) = api_err(client.apiserver_version().await.unwrap_err());
-        assert_eq!(code, 401);
-    }
+        cfg.auth_info = serde_json::from_value(auth).unwrap();
+        Client::try_from(cfg).unwrap()
+    };
+    let anonymous = client_with(json!({}));
+    let (code, reason, message) = api_err(
+        Api::<Pod>::default_namespaced(anonymous.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        message,
+        r#"pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" in the namespace "default""#
+    );
+    assert!(anonymous.apiserver_version().await.is_ok());
+
+    let wrong = client_with(json!({"token": "wrong"}));
+    let (code, reason, message) = api_err(
+        Api::<Pod>::default_namespaced(wrong.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, reason.as_str(), message.as_str()),
+        (401, "Unauthorized", "Unauthorized")
+    );
+    let (code, _, _) = api_err(wrong.apiserver_version().await.unwrap_err());
+    assert_eq!(code, 401);
     srv.shutdown().await;
 }
 

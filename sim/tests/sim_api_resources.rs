@@ -236,8 +236,9 @@ spec:
         "poddisruptionbudget.policy/web   N/A             1",
         "PROVISIONER             RECLAIMPOLICY   VOLUMEBINDINGMODE   ALLOWVOLUMEEXPANSION   AGE",
         "storageclass.storage.k8s.io/standard (default)   rancher.io/local-path   Delete          Immediate           false",
-        "AGE   SIGNERNAME                            REQUESTOR   REQUESTEDDURATION   CONDITION",
-        "kubernetes.io/kube-apiserver-client",
+        "AGE   SIGNERNAME                            REQUESTOR          REQUESTEDDURATION   CONDITION",
+        // The requestor is the caller, as upstream's CSR PrepareForCreate sets it.
+        "kubernetes.io/kube-apiserver-client   kubernetes-admin",
         "Approved",
     ] {
         assert!(out.contains(want), "`kubectl get` lacks {want:?}:\n{out}");

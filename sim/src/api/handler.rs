@@ -34,20 +34,27 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Upstream's filter chain before dispatch: bearer-token authentication (anything else is
-/// 401 with a Status body), impersonation, then authorization of the request's attributes
-/// (403 with upstream's message). The rest of the request runs with the user in
-/// [`auth::user::CURRENT`].
+/// Upstream's filter chain before dispatch: authentication (a bearer token, else anonymous),
+/// impersonation, then authorization of the request's attributes (403 with upstream's
+/// message). The rest of the request runs with the user in [`auth::user::CURRENT`].
+///
+/// Upstream puts the anonymous authenticator last in a fail-on-error union: a request that
+/// presents a bearer token the server does not know is 401, while one that presents none is
+/// `system:anonymous` and left to RBAC.
 async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let token = req
+    let header = req
         .headers()
         .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
-    let Some(mut user) = token.and_then(|t| st.authenticate_token(t)) else {
-        tracing::debug!(path = %req.uri().path(), "unauthenticated request");
-        return ApiError::unauthorized().into_response();
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let mut user = match header.as_deref().and_then(bearer_token) {
+        None => auth::UserInfo::anonymous(),
+        Some(t) => match st.authenticate_token(t) {
+            Some(u) => u,
+            None => {
+                tracing::debug!(path = %req.uri().path(), "invalid bearer token");
+                return ApiError::unauthorized().into_response();
+            }
+        },
     };
     match auth::impersonate::impersonate(&st.store, &st.authz, &user, req.headers()) {
         None => {}
@@ -71,6 +78,17 @@ async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> R
         return auth::forbidden(&user, &attrs, &decision.reason).into_response();
     }
     auth::user::CURRENT.scope(user, next.run(req)).await
+}
+
+/// The token of an `Authorization` header as upstream's `bearertoken` authenticator reads it:
+/// the second of at most three space-separated parts after a case-insensitive `Bearer`.
+/// `None` (no bearer credential, so the request goes on to the anonymous authenticator) for
+/// an absent header, another scheme, or an empty token.
+fn bearer_token(header: &str) -> Option<&str> {
+    let mut parts = header.trim().splitn(3, ' ');
+    let scheme = parts.next()?;
+    let token = parts.next()?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 async fn dispatch(State(st): State<AppState>, req: Request) -> Response {
@@ -302,21 +320,59 @@ mod tests {
         (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
-    #[tokio::test]
-    async fn unauthenticated_requests_get_a_401_status() {
-        let (app, _) = app();
+    async fn anonymous(app: &Router, uri: &str) -> (u16, Value) {
         let resp = app
             .clone()
-            .oneshot(Request::get("/api/v1/pods").body(Body::empty()).unwrap())
+            .oneshot(Request::get(uri).body(Body::empty()).unwrap())
             .await
             .unwrap();
-        assert_eq!(resp.status(), 401);
-        let (code, body) = call(&app, "nope", "GET", "/version", None).await;
-        assert_eq!(code, 401);
+        let code = resp.status().as_u16();
+        let bytes = to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    #[tokio::test]
+    async fn anonymous_requests_are_authorized_and_bad_tokens_get_a_401_status() {
+        let (app, _) = app();
+        assert_eq!(anonymous(&app, "/version").await.0, 200);
+        assert_eq!(anonymous(&app, "/readyz").await.0, 200);
+        let (code, body) = anonymous(&app, "/api/v1/pods").await;
+        assert_eq!(code, 403);
         assert_eq!(
-            (body["kind"].as_str(), body["reason"].as_str()),
-            (Some("Status"), Some("Unauthorized"))
+            body["message"],
+            r#"pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" at the cluster scope"#
         );
+        let (code, body) = anonymous(&app, "/apis").await;
+        assert_eq!(
+            (code, body["message"].as_str()),
+            (
+                403,
+                Some(r#"forbidden: User "system:anonymous" cannot get path "/apis""#)
+            )
+        );
+        let req = Request::get("/version")
+            .header("authorization", "Bearer nope")
+            .body(Body::empty())
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), 401);
+        let raw = to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        // Byte for byte, in upstream's field order.
+        assert_eq!(
+            String::from_utf8_lossy(&raw),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+        );
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_as_upstream_reads_them() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("  bearer abc  "), Some("abc"));
+        assert_eq!(bearer_token("Bearer abc extra"), Some("abc"));
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearer  abc"), None);
+        assert_eq!(bearer_token("Basic dXNlcjpwdw=="), None);
+        assert_eq!(bearer_token(""), None);
     }
 
     #[tokio::test]

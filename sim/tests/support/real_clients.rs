@@ -66,9 +66,12 @@ pub struct ClientSim {
 impl ClientSim {
     /// Starts the cluster and writes `DIR/kubeconfig`.
     pub async fn start() -> ClientSim {
-        let sim = SimCluster::start(SimConfig::default())
-            .await
-            .expect("the simulator starts");
+        Self::start_with(SimConfig::default()).await
+    }
+
+    /// Starts a cluster of `cfg`'s shape and writes `DIR/kubeconfig`.
+    pub async fn start_with(cfg: SimConfig) -> ClientSim {
+        let sim = SimCluster::start(cfg).await.expect("the simulator starts");
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, sim.kubeconfig_yaml()).unwrap();

@@ -71,6 +71,7 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
         }
         ("batch", "jobs") => job_selector(obj),
         ("", "nodes") => {}
+        ("certificates.k8s.io", "certificatesigningrequests") => csr_requestor(obj),
         _ if def.has_sub("status") => {
             obj["status"] = json!({});
         }
@@ -243,6 +244,51 @@ fn admission_forbidden(def: &ResourceDef, obj: &Value, why: &str) -> ApiError {
 /// Answers a review resource (never stored) from the live authentication and RBAC state.
 pub fn review(st: &AppState, def: &ResourceDef, obj: Value) -> ApiResult<Value> {
     crate::api::auth::reviews::answer(st, def, obj)
+}
+
+/// Upstream's CSR `PrepareForCreate`: whatever the client wrote, the requestor fields are the
+/// authenticated caller's (what `kubectl get csr` shows as REQUESTOR and what approvers trust),
+/// and no request is created already approved.
+fn csr_requestor(obj: &mut Value) {
+    let user = super::auth::user::current().unwrap_or_default();
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        for f in ["username", "uid", "groups", "extra"] {
+            spec.remove(f);
+        }
+        if !user.name.is_empty() {
+            spec.insert("username".into(), json!(user.name));
+        }
+        if !user.uid.is_empty() {
+            spec.insert("uid".into(), json!(user.uid));
+        }
+        if !user.groups.is_empty() {
+            spec.insert("groups".into(), json!(user.groups));
+        }
+        if !user.extra.is_empty() {
+            spec.insert("extra".into(), json!(user.extra));
+        }
+    }
+    obj["status"] = json!({});
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::auth::UserInfo;
+
+    #[test]
+    fn csr_requestor_is_the_caller_and_status_starts_empty() {
+        let mut csr = json!({"spec": {"username": "forged", "groups": ["system:masters"], "request": "x"},
+            "status": {"conditions": [{"type": "Approved", "status": "True"}]}});
+        let caller = UserInfo::service_account("ns", "sa", "u1");
+        crate::api::auth::user::CURRENT.sync_scope(caller, || csr_requestor(&mut csr));
+        assert_eq!(
+            csr,
+            json!({"spec": {"username": "system:serviceaccount:ns:sa", "uid": "u1",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:ns", "system:authenticated"],
+                "request": "x"}, "status": {}})
+        );
+    }
 }
 
 /// Helpers for the unit tests of the admission plugins.

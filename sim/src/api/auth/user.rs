@@ -16,6 +16,10 @@ pub const MASTERS: &str = "system:masters";
 pub const KUBEADM_CLUSTER_ADMINS: &str = "kubeadm:cluster-admins";
 /// The admin kubeconfig user of a kubeadm/kind cluster.
 pub const ADMIN_USER: &str = "kubernetes-admin";
+/// Upstream's `user.Anonymous`: the user of a request that carries no credentials.
+pub const ANONYMOUS: &str = "system:anonymous";
+/// Upstream's `user.AllUnauthenticated`: the one group of the anonymous user.
+pub const ALL_UNAUTHENTICATED: &str = "system:unauthenticated";
 /// Prefix of ServiceAccount user names (`system:serviceaccount:NS:NAME`).
 pub const SA_PREFIX: &str = "system:serviceaccount:";
 
@@ -38,6 +42,17 @@ impl UserInfo {
         Self {
             name: ADMIN_USER.into(),
             groups: vec![KUBEADM_CLUSTER_ADMINS.into(), ALL_AUTHENTICATED.into()],
+            ..Self::default()
+        }
+    }
+
+    /// The user upstream's anonymous authenticator gives a request without credentials (kind's
+    /// kube-apiserver runs with `--anonymous-auth=true`, the default): RBAC then decides, and
+    /// the bootstrap `system:public-info-viewer` binding lets it read only health and version.
+    pub fn anonymous() -> Self {
+        Self {
+            name: ANONYMOUS.into(),
+            groups: vec![ALL_UNAUTHENTICATED.into()],
             ..Self::default()
         }
     }
