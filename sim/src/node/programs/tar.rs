@@ -151,25 +151,44 @@ fn open_error(os: Os, name: &str, e: &FsError) -> String {
     }
 }
 
-/// The member name for operand `p`: a drive and leading slashes removed (with the one-time
-/// warning both tars print), backslashes as slashes on Windows.
+/// The member name for operand `p` with what makes it absolute removed, saying so once as
+/// each tar does: busybox names the leading `/`; bsdtar (libarchive's `strip_absolute_path`)
+/// strips a drive letter and leading separators, warning about whichever came first.
 fn member_name(os: Os, p: &str, warned: &mut bool, ctx: &Ctx) -> String {
-    let mut s = p.to_string();
+    let mut s = p;
+    let mut warning = None;
     if os == Os::Windows {
-        s = s.replace('\\', "/");
-        if s.len() >= 2 && s.as_bytes()[1] == b':' {
-            s = s[2..].to_string();
+        loop {
+            let before = s.len();
+            let b = s.as_bytes();
+            if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
+                s = &s[2..];
+                warning.get_or_insert_with(|| "tar: Removing leading drive letter from member names".to_string());
+            }
+            while let Some(c) = s.chars().next().filter(|c| *c == '/' || *c == '\\') {
+                s = &s[1..];
+                warning.get_or_insert_with(|| format!("tar: Removing leading '{c}' from member names"));
+            }
+            if s.len() == before {
+                break;
+            }
         }
+    } else if s.starts_with('/') {
+        s = s.trim_start_matches('/');
+        warning = Some("tar: removing leading '/' from member names".to_string());
     }
-    let trimmed = s.trim_start_matches('/');
-    if trimmed.len() != s.len() && !*warned {
+    if let Some(w) = warning
+        && !*warned
+    {
         *warned = true;
-        ctx.out.err_line(match os {
-            Os::Linux => "tar: removing leading '/' from member names",
-            Os::Windows => "tar: Removing leading '/' from member names",
-        });
+        ctx.out.err_line(&w);
     }
-    trimmed.trim_end_matches('/').to_string()
+    let name = if os == Os::Windows {
+        s.replace('\\', "/")
+    } else {
+        s.to_string()
+    };
+    name.trim_end_matches('/').to_string()
 }
 
 /// `tar c`: archives every operand (resolved against `-C` and the working directory).
@@ -243,7 +262,8 @@ fn create(ctx: &Ctx, opts: &Opts) -> i32 {
 fn chdir_error(os: Os, dir: &str) -> String {
     match os {
         Os::Linux => format!("tar: can't change directory to '{dir}': No such file or directory"),
-        Os::Windows => format!("tar: could not chdir to '{dir}'"),
+        // bsdtar's format string ends in a newline of its own before lafe_errc adds one.
+        Os::Windows => format!("tar: could not chdir to '{dir}'\n"),
     }
 }
 
@@ -531,5 +551,10 @@ mod tests {
         );
         assert!(text(&buf).contains("removing leading '../../' from member names"));
         assert_eq!(safe_name(Os::Windows, "a/../b", &mut warned, &c), None);
+        let (mut w1, mut w2) = (false, false);
+        assert_eq!(member_name(Os::Windows, "C:\\tmp\\x", &mut w1, &c), "tmp/x");
+        assert_eq!(member_name(Os::Windows, "/tmp/y/", &mut w2, &c), "tmp/y");
+        assert!(text(&buf).contains("tar: Removing leading drive letter from member names\n"));
+        assert!(text(&buf).contains("tar: Removing leading '/' from member names\n"));
     }
 }
