@@ -379,6 +379,24 @@ async fn kubectl_cp_both_ways_for_linux_and_windows_pods() {
         .await;
     assert_eq!(out, "tar: removing leading '/' from member names\n");
     assert_eq!(std::fs::read(back.join("hello.bin")).unwrap(), hello);
+    // A file larger than one stream frame goes in and comes back byte for byte.
+    let big: Vec<u8> = (0..3 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::write(local.join("big.bin"), &big).unwrap();
+    k.ok(&["-n", "cp", "cp", &path("big.bin"), "box:/tmp/in/big.bin"]).await;
+    k.ok(&[
+        "-n",
+        "cp",
+        "cp",
+        "box:/tmp/in/big.bin",
+        &back.join("big.bin").to_string_lossy(),
+    ])
+    .await;
+    assert!(
+        std::fs::read(back.join("big.bin")).unwrap() == big,
+        "big.bin differs after the round trip"
+    );
     k.ok(&[
         "-n",
         "cp",
