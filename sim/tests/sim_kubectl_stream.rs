@@ -397,6 +397,18 @@ async fn kubectl_cp_both_ways_for_linux_and_windows_pods() {
         std::fs::read(back.join("big.bin")).unwrap() == big,
         "big.bin differs after the round trip"
     );
+    // With --retries kubectl reads through `sh -c "tar cf - SRC | tail -c+N"`.
+    let retried = back.join("retried.bin");
+    k.ok(&[
+        "-n",
+        "cp",
+        "cp",
+        "--retries=2",
+        "box:/tmp/in/big.bin",
+        &retried.to_string_lossy(),
+    ])
+    .await;
+    assert!(std::fs::read(&retried).unwrap() == big, "retried copy differs");
     k.ok(&[
         "-n",
         "cp",

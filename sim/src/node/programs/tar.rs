@@ -541,6 +541,33 @@ mod tests {
         assert_eq!(c.fs.read("C:\\mnt\\rw\\x.txt").unwrap(), b"hi");
     }
 
+    #[tokio::test]
+    async fn the_retry_pipeline_resumes_at_a_byte_offset() {
+        let (c, _buf, _dir) = ctx(Os::Linux, "registry.k8s.io/e2e-test-images/busybox:1.36.1-1", 7);
+        c.fs.write("/mnt/rw/f.bin", &[7u8; 2000], false).unwrap();
+        let run_sh = |script: &str| {
+            let (c, script) = (c.clone(), script.to_string());
+            async move {
+                let stdout = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+                let sink = stdout.clone();
+                let out = super::super::Output::new(move |s, d| {
+                    if s == Stream::Stdout {
+                        sink.lock().unwrap().extend_from_slice(d);
+                    }
+                });
+                let argv = args(&["sh", "-c", &script]);
+                assert_eq!(super::super::run(c.with_output(out), argv, None).await, 0);
+                stdout.lock().unwrap().clone()
+            }
+        };
+        // kubectl cp --retries runs `tar cf - SRC | tail -c+N`, N being one past the bytes it has.
+        let whole = run_sh("tar cf - /mnt/rw/f.bin").await;
+        assert_eq!(whole.len(), 512 + 2048 + 1024, "header, padded body, end blocks");
+        assert_eq!(run_sh("tar cf - /mnt/rw/f.bin | tail -c+0").await, whole);
+        assert_eq!(run_sh("tar cf - /mnt/rw/f.bin | tail -c+513").await, whole[512..]);
+        assert_eq!(run_sh("tar cf - /mnt/rw/f.bin | head -c 512").await, whole[..512]);
+    }
+
     #[test]
     fn unsafe_names_are_stripped_or_refused() {
         let (c, buf, _dir) = ctx(Os::Linux, AGNHOST, 6);
