@@ -440,8 +440,9 @@ async fn kubectl_cp_both_ways_for_linux_and_windows_pods() {
          tar: error exit delayed from previous errors\ncommand terminated with exit code 1\n"
     );
 
-    // Windows: `test` is absent, so kubectl treats the destination as a file path; tar.exe
-    // unpacks under its parent.
+    // Windows: the destinations do not exist yet, so kubectl's `test -d` fails and the
+    // destination is the member's own name; tar.exe (System32's, ahead of busybox's) unpacks
+    // under its parent.
     k.ok(&["-n", "cp", "exec", "win", "--", "cmd", "/c", "mkdir", "C:\\tmp\\in"])
         .await;
     k.ok(&["-n", "cp", "cp", &path("hello.bin"), "win:/tmp/in/hello.bin"])
