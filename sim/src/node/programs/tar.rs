@@ -6,7 +6,7 @@
 //! Archives are read and written with the `tar` crate against the container's [`FsView`], so
 //! read-only mounts refuse extraction with the OS's own error. Supported: modes `c` and `x`,
 //! `f FILE` (`-` is stdio), `-C DIR`, `m`, `o`, `p`, old-style bundles (`cf`) and dashed ones
-//! (`-xmf`). Modification times are not restored (kubectl always passes `m`); symlinks,
+//! (`-xmf`). Modification times are recorded and, without `m`, restored on files; symlinks,
 //! hard links and device entries are reported as not extracted rather than faked.
 
 use std::io::Read;
@@ -26,6 +26,8 @@ struct Opts {
     dir: Option<String>,
     /// `--no-same-permissions`: leave modes to the umask.
     no_same_permissions: bool,
+    /// `m`: leave modification times at the time of extraction.
+    no_mtime: bool,
     /// Operands (members to archive).
     paths: Vec<String>,
 }
@@ -65,7 +67,8 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     }
                     o.mode = Some(c);
                 }
-                'm' | 'o' | 'p' => {}
+                'm' => o.no_mtime = true,
+                'o' | 'p' => {}
                 'f' | 'C' => {
                     let rest = &bundle[i + 1..];
                     let value = if !old_style && !rest.is_empty() {
@@ -268,7 +271,7 @@ fn chdir_error(os: Os, dir: &str) -> String {
 }
 
 /// A header in the format each tar writes: busybox's GNU-flavoured ustar, bsdtar's ustar.
-fn header(os: Os, e: &DirEntry, kind: tar::EntryType, size: u64) -> tar::Header {
+fn header(os: Os, e: &DirEntry, kind: tar::EntryType, size: u64, mtime: Option<std::time::SystemTime>) -> tar::Header {
     let mut h = match os {
         Os::Linux => tar::Header::new_gnu(),
         Os::Windows => tar::Header::new_ustar(),
@@ -279,10 +282,9 @@ fn header(os: Os, e: &DirEntry, kind: tar::EntryType, size: u64) -> tar::Header 
     h.set_uid(0);
     h.set_gid(0);
     h.set_mtime(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
+        mtime
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs()),
     );
     h
 }
@@ -294,12 +296,12 @@ fn add(fs: &FsView, os: Os, abs: &str, name: &str, e: &DirEntry, b: &mut tar::Bu
         source,
     };
     if let Some(target) = &e.link {
-        let mut h = header(os, e, tar::EntryType::Symlink, 0);
+        let mut h = header(os, e, tar::EntryType::Symlink, 0, fs.modified(abs));
         h.set_mode(0o777);
         return b.append_link(&mut h, name, target).map_err(io);
     }
     if e.is_dir {
-        let mut h = header(os, e, tar::EntryType::Directory, 0);
+        let mut h = header(os, e, tar::EntryType::Directory, 0, fs.modified(abs));
         b.append_data(&mut h, format!("{name}/"), std::io::empty())
             .map_err(io)?;
         for child in fs.list(abs)? {
@@ -309,7 +311,7 @@ fn add(fs: &FsView, os: Os, abs: &str, name: &str, e: &DirEntry, b: &mut tar::Bu
         return Ok(());
     }
     let data = fs.read(abs)?;
-    let mut h = header(os, e, tar::EntryType::Regular, data.len() as u64);
+    let mut h = header(os, e, tar::EntryType::Regular, data.len() as u64, fs.modified(abs));
     b.append_data(&mut h, name, data.as_slice()).map_err(io)
 }
 
@@ -387,6 +389,7 @@ fn extract(ctx: &Ctx, opts: &Opts, data: &[u8]) -> i32 {
         let dest = normalise(os, &name, &base);
         let kind = entry.header().entry_type();
         let mode = entry.header().mode().unwrap_or(0o644);
+        let mtime = entry.header().mtime().ok();
         let result = match kind {
             tar::EntryType::Directory => ctx.fs.mkdir(&dest),
             tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
@@ -408,13 +411,20 @@ fn extract(ctx: &Ctx, opts: &Opts, data: &[u8]) -> i32 {
                 continue;
             }
         };
-        let result = result.and_then(|()| {
-            if os == Os::Linux && !opts.no_same_permissions {
-                ctx.fs.chmod(&dest, mode)
-            } else {
-                Ok(())
-            }
-        });
+        let result = result
+            .and_then(|()| {
+                if os == Os::Linux && !opts.no_same_permissions {
+                    ctx.fs.chmod(&dest, mode)
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| match mtime {
+                Some(secs) if !opts.no_mtime && kind != tar::EntryType::Directory => ctx
+                    .fs
+                    .set_modified(&dest, std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)),
+                _ => Ok(()),
+            });
         if let Err(e) = result {
             tracing::debug!(member = %raw, error = %e, "tar: extraction failed");
             ctx.out.err_line(&open_error(os, &name, &e));
@@ -501,6 +511,25 @@ mod tests {
         assert_eq!(code, 0, "{}", text(&buf));
         assert_eq!(c.fs.read("/mnt/rw/dst/mnt/rw/src/a.txt").unwrap(), b"alpha\n");
         assert_eq!(c.fs.read("/mnt/rw/dst/mnt/rw/src/sub/b.bin").unwrap(), [0, 1, 2, 255]);
+        // Without `m` the archived modification time comes back; with it, extraction time.
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+        c.fs.set_modified("/mnt/rw/src/a.txt", old).unwrap();
+        let (out, data) = super::super::Output::capture();
+        assert_eq!(
+            run(c.with_output(out), &args(&["cf", "-", "-C", "/mnt/rw", "src"]), None).await,
+            0
+        );
+        let archive = data.lock().unwrap().clone();
+        c.fs.mkdir("/mnt/rw/keep").unwrap();
+        let code = run(
+            c.clone(),
+            &args(&["xf", "-", "-C", "/mnt/rw/keep"]),
+            Some(Stdin::bytes(archive)),
+        )
+        .await;
+        assert_eq!(code, 0, "{}", text(&buf));
+        assert_eq!(c.fs.modified("/mnt/rw/keep/src/a.txt"), Some(old));
+        assert_ne!(c.fs.modified("/mnt/rw/dst/mnt/rw/src/a.txt"), Some(old));
     }
 
     #[tokio::test]
