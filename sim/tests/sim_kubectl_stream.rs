@@ -303,3 +303,185 @@ async fn kubectl_port_forward_reaches_linux_and_windows_pods() {
     }
     sim.shutdown().await;
 }
+
+/// Files a `kubectl cp` test sends: one file and a tree with a nested directory.
+fn local_tree(root: &Path) -> Vec<u8> {
+    let hello: Vec<u8> = b"hello from the client\n".iter().copied().chain(0u8..=255).collect();
+    std::fs::write(root.join("hello.bin"), &hello).unwrap();
+    std::fs::create_dir_all(root.join("tree/sub")).unwrap();
+    std::fs::write(root.join("tree/a.txt"), b"file a\n").unwrap();
+    std::fs::write(root.join("tree/sub/b.txt"), b"file b\n").unwrap();
+    hello
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_cp_both_ways_for_linux_and_windows_pods() {
+    let Some(bin) = kubectl_or_skip() else { return };
+    let ClientSim { sim, dir, kubeconfig } = ClientSim::start().await;
+    let k = Kubectl { bin, kubeconfig };
+    let local = dir.path().join("local");
+    std::fs::create_dir_all(&local).unwrap();
+    let hello = local_tree(&local);
+    let path = |p: &str| local.join(p).to_string_lossy().into_owned();
+    k.ok(&["create", "namespace", "cp"]).await;
+    let (linux, win) = (on("linux"), on("windows"));
+    k.ok(&[
+        "-n",
+        "cp",
+        "run",
+        "box",
+        &format!("--image={BUSYBOX}"),
+        &linux,
+        "--",
+        "sleep",
+        "3600",
+    ])
+    .await;
+    k.ok(&[
+        "-n",
+        "cp",
+        "run",
+        "win",
+        &format!("--image={AGNHOST}"),
+        &win,
+        "--",
+        "pause",
+    ])
+    .await;
+    for p in ["pod/box", "pod/win"] {
+        k.ok(&["-n", "cp", "wait", "--for=condition=Ready", p, "--timeout=30s"])
+            .await;
+    }
+
+    // Linux: into an existing directory (kubectl's `test -d` succeeds, so the source's base
+    // name is appended), then read back with cat.
+    k.ok(&["-n", "cp", "exec", "box", "--", "mkdir", "-p", "/tmp/in"]).await;
+    k.ok(&["-n", "cp", "cp", &path("hello.bin"), "box:/tmp/in"]).await;
+    k.ok(&["-n", "cp", "cp", &path("tree"), "box:/tmp/in"]).await;
+    let out = k
+        .ok(&["-n", "cp", "exec", "box", "--", "cat", "/tmp/in/tree/sub/b.txt"])
+        .await;
+    assert_eq!(out, "file b\n");
+    let out = k
+        .ok(&["-n", "cp", "exec", "box", "--", "cat", "/tmp/in/tree/a.txt"])
+        .await;
+    assert_eq!(out, "file a\n");
+    // Out again: busybox's warning about the leading '/' reaches kubectl's stdout.
+    let back = dir.path().join("back-linux");
+    let out = k
+        .ok(&[
+            "-n",
+            "cp",
+            "cp",
+            "box:/tmp/in/hello.bin",
+            &back.join("hello.bin").to_string_lossy(),
+        ])
+        .await;
+    assert_eq!(out, "tar: removing leading '/' from member names\n");
+    assert_eq!(std::fs::read(back.join("hello.bin")).unwrap(), hello);
+    // A file larger than one stream frame goes in and comes back byte for byte.
+    let big: Vec<u8> = (0..3 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::write(local.join("big.bin"), &big).unwrap();
+    k.ok(&["-n", "cp", "cp", &path("big.bin"), "box:/tmp/in/big.bin"]).await;
+    k.ok(&[
+        "-n",
+        "cp",
+        "cp",
+        "box:/tmp/in/big.bin",
+        &back.join("big.bin").to_string_lossy(),
+    ])
+    .await;
+    assert!(
+        std::fs::read(back.join("big.bin")).unwrap() == big,
+        "big.bin differs after the round trip"
+    );
+    // With --retries kubectl reads through `sh -c "tar cf - SRC | tail -c+N"`.
+    let retried = back.join("retried.bin");
+    k.ok(&[
+        "-n",
+        "cp",
+        "cp",
+        "--retries=2",
+        "box:/tmp/in/big.bin",
+        &retried.to_string_lossy(),
+    ])
+    .await;
+    assert!(std::fs::read(&retried).unwrap() == big, "retried copy differs");
+    k.ok(&[
+        "-n",
+        "cp",
+        "cp",
+        "box:/tmp/in/tree",
+        &back.join("tree").to_string_lossy(),
+    ])
+    .await;
+    assert_eq!(std::fs::read(back.join("tree/sub/b.txt")).unwrap(), b"file b\n");
+    assert_eq!(std::fs::read(back.join("tree/a.txt")).unwrap(), b"file a\n");
+    // A missing source: tar's error reaches kubectl's output. kubectl stops reading at the
+    // archive's end marker, which tar writes before it exits, so whether kubectl also sees the
+    // exit status is a race in kubectl itself; `exec` shows it.
+    let (_, out, err) = k
+        .run(
+            &["-n", "cp", "cp", "box:/nope", &back.join("nope").to_string_lossy()],
+            None,
+        )
+        .await;
+    assert!(out.contains("tar: /nope: No such file or directory\n"), "{out} / {err}");
+    assert!(!back.join("nope").exists());
+    let (code, _, err) = k
+        .run(&["-n", "cp", "exec", "box", "--", "tar", "cf", "-", "/nope"], None)
+        .await;
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "tar: removing leading '/' from member names\ntar: /nope: No such file or directory\n\
+         tar: error exit delayed from previous errors\ncommand terminated with exit code 1\n"
+    );
+
+    // Windows: the destinations do not exist yet, so kubectl's `test -d` fails and the
+    // destination is the member's own name; tar.exe (System32's, ahead of busybox's) unpacks
+    // under its parent.
+    k.ok(&["-n", "cp", "exec", "win", "--", "cmd", "/c", "mkdir", "C:\\tmp\\in"])
+        .await;
+    k.ok(&["-n", "cp", "cp", &path("hello.bin"), "win:/tmp/in/hello.bin"])
+        .await;
+    k.ok(&["-n", "cp", "cp", &path("tree"), "win:/tmp/in/tree2"]).await;
+    let out = k
+        .ok(&[
+            "-n",
+            "cp",
+            "exec",
+            "win",
+            "--",
+            "cmd",
+            "/c",
+            "type",
+            "C:\\tmp\\in\\tree2\\sub\\b.txt",
+        ])
+        .await;
+    assert_eq!(out.trim_end(), "file b");
+    let back = dir.path().join("back-windows");
+    let out = k
+        .ok(&[
+            "-n",
+            "cp",
+            "cp",
+            "win:/tmp/in/hello.bin",
+            &back.join("hello.bin").to_string_lossy(),
+        ])
+        .await;
+    assert_eq!(out, "tar: Removing leading '/' from member names\n");
+    assert_eq!(std::fs::read(back.join("hello.bin")).unwrap(), hello);
+    k.ok(&[
+        "-n",
+        "cp",
+        "cp",
+        "win:/tmp/in/tree2",
+        &back.join("tree2").to_string_lossy(),
+    ])
+    .await;
+    assert_eq!(std::fs::read(back.join("tree2/a.txt")).unwrap(), b"file a\n");
+    sim.shutdown().await;
+}

@@ -215,6 +215,51 @@ impl FsView {
         std::fs::remove_file(&host).map_err(|e| Self::io(path, e))
     }
 
+    /// Sets a file's permission bits (`tar x` restores the modes an archive records); a no-op
+    /// where the host has no Unix modes.
+    pub fn chmod(&self, path: &str, mode: u32) -> Result<(), FsError> {
+        let (host, ro, _) = self.locate(path);
+        if ro && !self.faults.read_only_writable() {
+            return Err(FsError::ReadOnly {
+                msg: self.os.read_only_write_error(),
+                path: path.to_string(),
+            });
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&host, std::fs::Permissions::from_mode(mode & 0o7777))
+                .map_err(|e| Self::io(path, e))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (host, mode);
+            Ok(())
+        }
+    }
+
+    /// When a file or directory was last modified (what `tar c` records).
+    pub fn modified(&self, path: &str) -> Option<std::time::SystemTime> {
+        let (host, _, _) = self.locate(path);
+        std::fs::metadata(host).and_then(|m| m.modified()).ok()
+    }
+
+    /// Sets a file's modification time (`tar x` without `m` restores the archived one).
+    pub fn set_modified(&self, path: &str, t: std::time::SystemTime) -> Result<(), FsError> {
+        let (host, ro, _) = self.locate(path);
+        if ro && !self.faults.read_only_writable() {
+            return Err(FsError::ReadOnly {
+                msg: self.os.read_only_write_error(),
+                path: path.to_string(),
+            });
+        }
+        std::fs::File::options()
+            .write(true)
+            .open(&host)
+            .and_then(|f| f.set_modified(t))
+            .map_err(|e| Self::io(path, e))
+    }
+
     /// Whether `path` exists, and whether it is a directory.
     pub fn stat(&self, path: &str) -> Option<bool> {
         if let Some(name) = named_pipe(self.os, path) {

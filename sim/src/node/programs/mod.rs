@@ -11,6 +11,7 @@ pub mod agnhost;
 pub mod inclusterclient;
 pub mod servers;
 pub mod stdin;
+pub mod tar;
 
 pub use stdin::{Stdin, StdinWriter};
 
@@ -215,6 +216,8 @@ pub enum Prog {
     Httpd,
     /// resource-consumer.
     Consumer,
+    /// `tar`: busybox's applet on Linux, `tar.exe` (bsdtar) in Windows' System32.
+    Tar,
     /// A single command run without a shell (a busybox applet or a Windows system program).
     Direct,
 }
@@ -253,6 +256,8 @@ pub fn find(argv0: &str, image: &Image) -> Option<Prog> {
         "consumer" | "resource-consumer" if has(Tool::Consumer) => Some(Prog::Consumer),
         // Cluster add-on daemons idle: kube-proxy and the pod network are modelled in-process.
         "kube-proxy" | "flanneld" if has(Tool::Addon) => Some(Prog::Pause),
+        // busybox has the applet; Windows Server 2019 and later ship tar.exe in System32.
+        "tar" if has(Tool::Busybox) || has(Tool::Cmd) => Some(Prog::Tar),
         b if has(Tool::Busybox) && BUSYBOX_APPLETS.contains(&b) => Some(Prog::Direct),
         b if has(Tool::Cmd) && WINDOWS_PROGRAMS.contains(&b) => Some(Prog::Direct),
         _ => None,
@@ -287,6 +292,7 @@ pub fn run(ctx: Ctx, argv: Vec<String>, stdin: Option<Stdin>) -> BoxFuture<'stat
             Prog::Sh => shell::run_sh_argv(ctx, &argv[1..], stdin).await,
             Prog::Cmd => shell::run_cmd_argv(ctx, &argv[1..]).await,
             Prog::PowerShell => shell::run_powershell_argv(ctx, &argv[1..]).await,
+            Prog::Tar => tar::run(ctx, &argv[1..], stdin).await,
             Prog::Pause => servers::pause(ctx).await,
             Prog::Nginx => servers::static_web(ctx, servers::NGINX_PAGE).await,
             Prog::Httpd => servers::static_web(ctx, servers::HTTPD_PAGE).await,

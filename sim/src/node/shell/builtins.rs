@@ -322,6 +322,33 @@ impl Interp {
                     }
                     0
                 }
+                "head" | "tail" if self.has_applet(&name) && byte_count(&args).is_some() => {
+                    // `-c`: bytes, not lines (kubectl cp --retries resumes with `tail -c+N`).
+                    let Some((from_start, n)) = byte_count(&args) else {
+                        return 1;
+                    };
+                    let data = match args
+                        .iter()
+                        .rfind(|a| !a.starts_with('-') && a.parse::<usize>().is_err())
+                    {
+                        Some(f) => match self.ctx.fs.read(&self.abs(f)) {
+                            Ok(b) => b,
+                            Err(e) => {
+                                self.fs_error(io, &name, f, &e);
+                                return 1;
+                            }
+                        },
+                        None => io.stdin.read_all().await,
+                    };
+                    let len = data.len();
+                    let range = match (name.as_str(), from_start) {
+                        ("tail", true) => n.saturating_sub(1).min(len)..len,
+                        ("tail", false) => len.saturating_sub(n)..len,
+                        _ => 0..n.min(len),
+                    };
+                    io.out.write(&data[range]);
+                    0
+                }
                 "head" | "tail" if self.has_applet(&name) => {
                     let n = args
                         .iter()
@@ -610,4 +637,16 @@ impl Interp {
         };
         if ok { 0 } else { 1 }
     }
+}
+
+/// The `-c` count of `head`/`tail` (`-c N`, `-cN`, `-c +N`, `-c+N`): whether it counts from
+/// the start (`+`) and the number; `None` without `-c` or with a count that is not a number.
+fn byte_count(args: &[String]) -> Option<(bool, usize)> {
+    let i = args.iter().position(|a| a.starts_with("-c"))?;
+    let spec = match &args[i][2..] {
+        "" => args.get(i + 1)?.as_str(),
+        rest => rest,
+    };
+    let from_start = spec.starts_with('+');
+    spec.trim_start_matches('+').parse().ok().map(|n| (from_start, n))
 }
