@@ -3,7 +3,7 @@
 
 Usage: python3 tests/python_rbac_check.py KUBECONFIG
 
-Driven by tests/sim_python_rbac.rs. As the admin kubeconfig user: a namespace, a
+Driven by tests/sim_python_client.rs. As the admin kubeconfig user: a namespace, a
 ServiceAccount, a Role and a RoleBinding, and a TokenRequest. Then, as a second client that
 only has that token: listing pods is allowed, creating one is refused with upstream's 403, and
 SelfSubjectAccessReview / SelfSubjectReview answer about the ServiceAccount. Exits non-zero

@@ -3,7 +3,7 @@
 
 Usage: python3 tests/python_stream_check.py KUBECONFIG
 
-Driven by tests/sim_python_stream.rs: exec with stdin written while the process runs
+Driven by tests/sim_python_client.rs: exec with stdin written while the process runs
 (`stream(..., stdin=True)` and `write_stdin`, the v4 websocket protocol), and port-forward
 (`kubernetes.stream.portforward`, the v4 channel protocol with `?ports=`) to a Linux and a
 Windows pod, including a port nothing listens on. Exits non-zero naming the first mismatch.
