@@ -30,6 +30,9 @@ struct Resources {
 /// not hold up the others.
 const CONCURRENT_SYNCS: usize = 10;
 
+/// Lists of one namespace's contents in flight at once.
+const CONCURRENT_LISTS: usize = 8;
+
 /// Runs the namespace controller until cancelled.
 pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let namespaces = ctx.informers.get::<Namespace>();
@@ -145,9 +148,23 @@ async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bo
     // one requeue, not a whole pass.
     let mut remaining = 0usize;
     let mut first_error: Option<Result<bool>> = None;
-    for ar in resources {
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &name, ar);
-        let items = match list_retrying(&api).await {
+    // The lists go out a few at a time (upstream lists one resource after another, but its
+    // lists answer in milliseconds; here an `api-latency` switch can hold one for seconds, and
+    // the kinds served keep growing), then each list's contents are deleted in order.
+    let mut listed = Vec::with_capacity(resources.len());
+    for chunk in resources.chunks(CONCURRENT_LISTS) {
+        let lists = chunk.iter().map(|ar| {
+            let ar = ar.clone();
+            let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &name, &ar);
+            async move {
+                let items = list_retrying(&api).await;
+                (ar, api, items)
+            }
+        });
+        listed.extend(futures::future::join_all(lists).await);
+    }
+    for (ar, api, items) in listed {
+        let items = match items {
             Ok(items) => items,
             Err(e) if is_not_found(&e) => continue,
             Err(e) => {

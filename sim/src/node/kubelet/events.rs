@@ -10,6 +10,11 @@ use tracing::debug;
 
 use super::{Kubelet, PodRt};
 
+/// client-go's `maxTriesPerEvent`.
+const MAX_TRIES_PER_EVENT: u32 = 12;
+/// client-go's `defaultSleepDuration` between tries of one event.
+const RETRY_SLEEP: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Kubelet {
     pub(super) fn node_event(&self, type_: &str, reason: &str, message: &str) {
         let obj = ObjectReference {
@@ -95,8 +100,22 @@ impl Kubelet {
         };
         let reason = reason.to_string();
         tokio::spawn(async move {
-            if let Err(e) = api.create(&PostParams::default(), &ev).await {
-                debug!(error = %e, %reason, "event not recorded");
+            // As client-go's event broadcaster (`recordToSink`): a failed write is tried again,
+            // up to 12 times, 10 s apart, so an API server answering 500 or 429 for a moment
+            // delays an event rather than losing it. An event that already exists (the write
+            // went through but its answer was lost) or a namespace that is gone ends it.
+            for attempt in 1..=MAX_TRIES_PER_EVENT {
+                match api.create(&PostParams::default(), &ev).await {
+                    Ok(_) => return,
+                    Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 || s.code == 403 => return,
+                    Err(e) if attempt == MAX_TRIES_PER_EVENT => {
+                        debug!(error = %e, %reason, "event not recorded");
+                    }
+                    Err(e) => {
+                        debug!(error = %e, %reason, attempt, "event write failed; retrying");
+                        tokio::time::sleep(RETRY_SLEEP).await;
+                    }
+                }
             }
         });
     }
