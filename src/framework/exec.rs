@@ -46,11 +46,7 @@ impl Framework {
             // A stream whose connection died without a close (an API server restart mid-way)
             // would wait forever: one that says nothing for EXEC_STALL counts as broken.
             let stall = EXEC_STALL.min(self.remaining());
-            let once = match tokio::time::timeout(stall, self.exec_once(pod, container, &command)).await {
-                Ok(r) => r,
-                Err(_) => Err(Broken::Stream(format!("no end of the command after {stall:?}"))),
-            };
-            match once {
+            match self.exec_once(pod, container, &command, stall).await {
                 Err(Broken::Stream(why)) if tries < EXEC_STREAM_RETRIES => {
                     tries += 1;
                     self.step(format!("exec stream in {pod} broke ({why}); running the command again"));
@@ -67,17 +63,41 @@ impl Framework {
         }
     }
 
-    async fn exec_once(&self, pod: &str, container: Option<&str>, command: &[String]) -> Result<ExecOutput, Broken> {
+    /// One try, given `stall` to finish; a stall is reported with the phase it stopped in and
+    /// the output so far, so a hang can be told from a slow command.
+    async fn exec_once(
+        &self,
+        pod: &str,
+        container: Option<&str>,
+        command: &[String],
+        stall: std::time::Duration,
+    ) -> Result<ExecOutput, Broken> {
+        let deadline = tokio::time::Instant::now() + stall;
         let command = command.to_vec();
         let mut params = AttachParams::default().stdout(true).stderr(true).stdin(false);
         if let Some(c) = container {
             params = params.container(c);
         }
-        let mut attached = self
-            .api::<Pod>()
-            .exec(pod, command.clone(), &params)
-            .await
-            .map_err(|e| CaseError::from(e).context(format!("exec {:?} in pod {pod}", command)))?;
+        let started = tokio::time::timeout_at(deadline, self.api::<Pod>().exec(pod, command.clone(), &params)).await;
+        let Ok(started) = started else {
+            return Err(Broken::Stream(format!(
+                "the API server did not answer the exec upgrade within {stall:?}"
+            )));
+        };
+        let mut attached = match started {
+            Ok(a) => a,
+            Err(e) if start_broken(&e) => {
+                return Err(Broken::Stream(format!(
+                    "starting exec in pod {pod}: {}",
+                    super::render_kube_error(&e)
+                )));
+            }
+            Err(e) => {
+                return Err(CaseError::from(e)
+                    .context(format!("exec {command:?} in pod {pod}"))
+                    .into());
+            }
+        };
         let mut stdout = attached
             .stdout()
             .ok_or_else(|| CaseError::failed("exec returned no stdout stream"))?;
@@ -89,11 +109,41 @@ impl Framework {
             .ok_or_else(|| CaseError::failed("exec returned no status channel"))?;
         let mut out = Vec::new();
         let mut err = Vec::new();
-        let reads = async {
-            let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
-            a.and(b)
+        let status_seen = std::sync::atomic::AtomicBool::new(false);
+        let finished = {
+            let reads = async {
+                let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+                a.and(b)
+            };
+            let status = async {
+                let s = status.await;
+                status_seen.store(true, std::sync::atomic::Ordering::SeqCst);
+                s
+            };
+            tokio::time::timeout_at(deadline, async { tokio::join!(reads, status) }).await
         };
-        let (read_result, status) = tokio::join!(reads, status);
+        let Ok((read_result, status)) = finished else {
+            let tail = |b: &[u8]| {
+                let text = String::from_utf8_lossy(b);
+                let start = text.len().saturating_sub(160);
+                let start = (start..=text.len())
+                    .find(|i| text.is_char_boundary(*i))
+                    .unwrap_or(text.len());
+                format!("{:?}", &text[start..])
+            };
+            return Err(Broken::Stream(format!(
+                "no end of the command after {stall:?} (stream open, exit status {}, {} bytes of stdout ending {}, {} bytes of stderr ending {})",
+                if status_seen.load(std::sync::atomic::Ordering::SeqCst) {
+                    "received"
+                } else {
+                    "not received"
+                },
+                out.len(),
+                tail(&out),
+                err.len(),
+                tail(&err)
+            )));
+        };
         read_result.map_err(|e| Broken::Stream(format!("reading exec output from pod {pod}: {e}")))?;
         let exit_code = match status {
             Some(s) if s.status.as_deref() == Some("Success") => 0,
@@ -114,7 +164,8 @@ impl Framework {
                 return Err(Broken::Stream(format!("exec in pod {pod} ended without a status")));
             }
         };
-        let _ = attached.join().await;
+        // The exit status is in: the stream's own end is not waited for past the deadline.
+        let _ = tokio::time::timeout_at(deadline, attached.join()).await;
         Ok(ExecOutput {
             stdout: String::from_utf8_lossy(&out).into_owned(),
             stderr: String::from_utf8_lossy(&err).into_owned(),
@@ -158,6 +209,21 @@ const EXEC_STALL: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Times an exec whose stream broke is run again.
 const EXEC_STREAM_RETRIES: u32 = 2;
+
+/// Whether an exec that failed to start failed on the way rather than being refused: the
+/// connection was lost before the upgrade was answered (an API server restart, a reset), or
+/// the server answered a transient status (429, 503, 504) instead of switching protocols. The
+/// command may or may not have started; like a broken stream, it is run again.
+fn start_broken(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        kube::Error::UpgradeConnection(kube::client::UpgradeConnectionError::ProtocolSwitch(code)) => {
+            matches!(code.as_u16(), 429 | 503 | 504)
+        }
+        kube::Error::UpgradeConnection(kube::client::UpgradeConnectionError::GetPendingUpgrade(_)) => true,
+        _ => false,
+    }
+}
 
 /// Why one exec attempt did not give an output.
 enum Broken {

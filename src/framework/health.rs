@@ -24,6 +24,38 @@ pub fn with_transient_note(mut message: String, since: Instant) -> String {
     message
 }
 
+/// How long after an API server outage the cluster's own watches (kubelets', controllers')
+/// may still be reconnecting: client-go's reflector and kube-rs' watcher back off from 0.8 s,
+/// doubling, so an outage of a few seconds can leave a watch down for about as long again.
+pub const WATCHES_RESUME: std::time::Duration = std::time::Duration::from_secs(15);
+
+impl super::Framework {
+    /// Whether the API server was unreachable at some point since `since`. A check that depends
+    /// on a component having *watched* a change (a kubelet's service list, which feeds the
+    /// service environment variables of new pods) can miss it for reasons outside the product
+    /// while the watches reconnect after an outage; such a case may try once more after
+    /// [`Framework::settle_after_outage`], saying why.
+    pub fn api_outage_since(&self, since: Instant) -> bool {
+        crate::cluster::retry::journal().outage_since(since).is_some()
+    }
+
+    /// Waits until [`WATCHES_RESUME`] has passed since the last API server outage ended (no
+    /// wait when there was none or it is long over), within the case's time.
+    pub async fn settle_after_outage(&self) {
+        let from = Instant::now().checked_sub(WATCHES_RESUME).unwrap_or_else(Instant::now);
+        let Some(end) = crate::cluster::retry::journal().outage_since(from) else {
+            return;
+        };
+        let left = WATCHES_RESUME.saturating_sub(end.elapsed()).min(self.remaining());
+        if !left.is_zero() {
+            self.step(format!(
+                "waiting {left:.1?} for the cluster's watches to reconnect after the API server outage"
+            ));
+            tokio::time::sleep(left).await;
+        }
+    }
+}
+
 /// Kubelets renew their Lease every 10 s (a quarter of its 40 s duration).
 const LEASE_RENEW: std::time::Duration = std::time::Duration::from_secs(10);
 /// A Lease this stale means the kubelet missed two renewals: the node is silent. The node

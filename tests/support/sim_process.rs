@@ -78,8 +78,19 @@ impl SimProcess {
     }
 }
 
-impl Drop for SimProcess {
-    fn drop(&mut self) {
+impl SimProcess {
+    /// Stops the simulator and returns its log. Dropping a `SimProcess` removes the directory
+    /// the log is in, so a test that reads the log after the run calls this instead.
+    pub fn finish(mut self) -> String {
+        self.stop();
+        std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("(the simulator's log could not be read: {e})"))
+    }
+
+    /// Interrupts the simulator (it cleans up) and waits for it, killing it after 10 s.
+    fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         let _ = Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
             .status();
@@ -92,6 +103,12 @@ impl Drop for SimProcess {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

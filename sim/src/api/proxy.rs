@@ -426,12 +426,13 @@ async fn bridge<S>(
     };
     tokio::pin!(up, down);
     tokio::select! {
-        _ = &mut up => {}
+        _ = &mut up => tracing::debug!("exec stream: the client ended it"),
         _ = &mut down => {
             // A lingering close: wait (briefly) for the client's answering close frame. Dropping
             // a socket with the client's last frames unread makes the kernel reset it, and a
             // reset discards output the client had not read yet.
-            let _ = tokio::time::timeout(LINGER, &mut up).await;
+            let lingered = tokio::time::timeout(LINGER, &mut up).await;
+            tracing::debug!(client_closed = lingered.is_ok(), "exec stream: the kubelet ended it");
         }
         _ = drops.changed() => tracing::debug!("exec stream dropped with the API server's connections"),
     }

@@ -48,11 +48,12 @@ pub struct Change {
     pub namespace: String,
     /// What happened.
     pub kind: EventType,
-    /// The object after the change (for deletions: the last state, with the deletion's rv).
-    pub object: Value,
+    /// The object after the change (for deletions: the last state, with the deletion's rv),
+    /// shared with the stored copy: the history costs a pointer a change, not an object.
+    pub object: Arc<Value>,
     /// The object before the change (modifications), so selector-filtered watches can tell an
     /// object leaving the selection.
-    pub old: Option<Value>,
+    pub old: Option<Arc<Value>>,
 }
 
 /// Why a store write failed.
@@ -78,7 +79,9 @@ pub struct Expired {
 /// What a watch starts with: the changes to replay and a receiver for the live ones.
 pub type WatchStart = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>);
 
-type Objects = BTreeMap<(String, String), Value>;
+/// Stored objects are shared (`Arc`) between the data and the watch history, and a list
+/// copies pointers under the lock, then the objects after releasing it.
+type Objects = BTreeMap<(String, String), Arc<Value>>;
 
 struct Inner {
     rv: u64,
@@ -89,14 +92,14 @@ struct Inner {
 }
 
 impl Inner {
-    /// A copy of the stored object at `id`.
-    fn stored(&self, key: &str, id: &(String, String)) -> Option<Value> {
+    /// The stored object at `id`.
+    fn stored(&self, key: &str, id: &(String, String)) -> Option<Arc<Value>> {
         self.data.get(key).and_then(|m| m.get(id)).cloned()
     }
 
     /// The stored object a write replaces: NotFound when absent, Conflict when `precondition`
     /// is not its resourceVersion (update and remove check alike).
-    fn current(&self, key: &str, id: &(String, String), precondition: Option<u64>) -> Result<Value, StoreError> {
+    fn current(&self, key: &str, id: &(String, String), precondition: Option<u64>) -> Result<Arc<Value>, StoreError> {
         let old = self.stored(key, id).ok_or(StoreError::NotFound)?;
         if precondition.is_some_and(|p| p != rv_of(&old)) {
             return Err(StoreError::Conflict);
@@ -173,12 +176,19 @@ impl Store {
 
     /// One object.
     pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<Value> {
-        self.lock().stored(key, &(ns.to_string(), name.to_string()))
+        let shared = self.lock().stored(key, &(ns.to_string(), name.to_string()));
+        shared.map(|v| Value::clone(&v))
     }
 
     /// Objects of a resource, in one namespace or all, sorted by namespace then name, with the
     /// resourceVersion the list is consistent with.
     pub fn list(&self, key: &str, ns: Option<&str>) -> (Vec<Value>, u64) {
+        let (shared, rv) = self.list_shared(key, ns);
+        (shared.iter().map(|v| Value::clone(v)).collect(), rv)
+    }
+
+    /// As [`Store::list`], the objects shared rather than copied.
+    pub fn list_shared(&self, key: &str, ns: Option<&str>) -> (Vec<Arc<Value>>, u64) {
         let g = self.lock();
         let items = match g.data.get(key) {
             None => Vec::new(),
@@ -226,7 +236,7 @@ impl Store {
         id: (String, String),
         kind: EventType,
         mut obj: Value,
-        old: Option<Value>,
+        old: Option<Arc<Value>>,
     ) -> Value {
         g.rv += 1;
         let rv = g.rv;
@@ -235,19 +245,20 @@ impl Store {
         }
         set_rv(&mut obj, rv);
         let namespace = id.0.clone();
+        let shared = Arc::new(obj.clone());
         if kind == EventType::Deleted {
             if let Some(m) = g.data.get_mut(key) {
                 m.remove(&id);
             }
         } else {
-            g.data.entry(key.to_string()).or_default().insert(id, obj.clone());
+            g.data.entry(key.to_string()).or_default().insert(id, shared.clone());
         }
         let change = Change {
             rv,
             key: key.into(),
             namespace,
             kind,
-            object: obj.clone(),
+            object: shared,
             old,
         };
         self.record(g, change);
@@ -284,7 +295,8 @@ impl Store {
         let mut g = self.lock();
         let id = (ns.to_string(), name.to_string());
         let old = g.current(key, &id, precondition)?;
-        Ok(self.write(&mut g, key, id, EventType::Deleted, old, None))
+        let last = Value::clone(&old);
+        Ok(self.write(&mut g, key, id, EventType::Deleted, last, None))
     }
 
     /// Changes after `from` still in history plus a receiver for later ones, taken atomically so

@@ -46,7 +46,7 @@ impl Filter {
         if c.key != self.key || self.ns.as_ref().is_some_and(|n| *n != c.namespace) {
             return None;
         }
-        let new = present(self.def, c.object.clone());
+        let new = present(self.def, Value::clone(&c.object));
         let now = self.matches(&new);
         let kind = match c.kind {
             EventType::Added => now.then_some("ADDED"),
@@ -55,7 +55,7 @@ impl Filter {
                 let before = c
                     .old
                     .as_ref()
-                    .is_some_and(|o| self.matches(&present(self.def, o.clone())));
+                    .is_some_and(|o| self.matches(&present(self.def, Value::clone(o))));
                 match (before, now) {
                     (true, true) => Some("MODIFIED"),
                     (false, true) => Some("ADDED"),

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::{Scope, verbs};
@@ -25,12 +26,13 @@ struct Resources {
     at: Instant,
 }
 
-/// Namespaces synced at once (in batches), as kube-controller-manager's
+/// Namespaces synced at once, as kube-controller-manager's
 /// `--concurrent-namespace-syncs` default: one namespace whose lists are slow or retried does
 /// not hold up the others.
 const CONCURRENT_SYNCS: usize = 10;
 
-/// Lists of one namespace's contents in flight at once.
+/// Lists of one namespace's contents in flight at once, each starting as soon as another
+/// ends (a latency spike on one list holds up only its own slot).
 const CONCURRENT_LISTS: usize = 8;
 
 /// Runs the namespace controller until cancelled.
@@ -66,13 +68,15 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
                 None => requeue.after(Duration::from_secs(1)),
                 Some(resources) => {
                     let resources = &resources.list;
-                    let mut outcomes: Vec<Result<bool>> = Vec::with_capacity(terminating.len());
-                    for batch in terminating.chunks(CONCURRENT_SYNCS) {
-                        let syncs: Vec<_> = batch.iter().map(|ns| sync(&ctx, ns, resources)).collect();
-                        outcomes.extend(futures::future::join_all(syncs).await);
-                    }
+                    // At most CONCURRENT_SYNCS at a time, each starting as soon as another
+                    // ends: one namespace held up by a slow answer does not hold a batch.
+                    let syncs: Vec<_> = terminating.iter().map(|ns| named_sync(&ctx, ns, resources)).collect();
+                    let outcomes: Vec<(&Namespace, Result<bool>)> = futures::stream::iter(syncs)
+                        .buffer_unordered(CONCURRENT_SYNCS)
+                        .collect()
+                        .await;
                     let mut stale = false;
-                    for (ns, outcome) in terminating.iter().zip(outcomes) {
+                    for (ns, outcome) in outcomes {
                         match outcome {
                             Ok(true) => {}
                             Ok(false) => requeue.after(Duration::from_millis(500)),
@@ -132,6 +136,25 @@ async fn list_retrying(api: &Api<DynamicObject>) -> std::result::Result<Vec<Dyna
     }
 }
 
+/// [`sync`] with the namespace it was for (the futures are built here, not in a stream
+/// combinator's closure, so the compiler can see they are `Send` for the spawned controller).
+async fn named_sync<'a>(ctx: &Ctx, ns: &'a Namespace, resources: &[ApiResource]) -> (&'a Namespace, Result<bool>) {
+    (ns, sync(ctx, ns, resources).await)
+}
+
+/// One resource's objects in a namespace, with what listed them.
+async fn list_contents(
+    api: Api<DynamicObject>,
+    ar: ApiResource,
+) -> (
+    ApiResource,
+    Api<DynamicObject>,
+    std::result::Result<Vec<DynamicObject>, kube::Error>,
+) {
+    let items = list_retrying(&api).await;
+    (ar, api, items)
+}
+
 /// One pass over a terminating namespace; `Ok(true)` once it is finalized.
 async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bool> {
     let name = ns.name_any();
@@ -151,18 +174,14 @@ async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bo
     // The lists go out a few at a time (upstream lists one resource after another, but its
     // lists answer in milliseconds; here an `api-latency` switch can hold one for seconds, and
     // the kinds served keep growing), then each list's contents are deleted in order.
-    let mut listed = Vec::with_capacity(resources.len());
-    for chunk in resources.chunks(CONCURRENT_LISTS) {
-        let lists = chunk.iter().map(|ar| {
-            let ar = ar.clone();
-            let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &name, &ar);
-            async move {
-                let items = list_retrying(&api).await;
-                (ar, api, items)
-            }
-        });
-        listed.extend(futures::future::join_all(lists).await);
-    }
+    let lists: Vec<_> = resources
+        .iter()
+        .map(|ar| list_contents(Api::namespaced_with(ctx.client.clone(), &name, ar), ar.clone()))
+        .collect();
+    let listed: Vec<_> = futures::stream::iter(lists)
+        .buffer_unordered(CONCURRENT_LISTS)
+        .collect()
+        .await;
     for (ar, api, items) in listed {
         let items = match items {
             Ok(items) => items,

@@ -294,10 +294,13 @@ async fn exec(
         let (stdin_w, stdin) = remotecommand::exec_stdin(streams);
         let session = remotecommand::open(socket, framing, streams, stdin_w);
         let out = session.out.output(streams.tty);
+        let t0 = std::time::Instant::now();
+        debug!(%ns, %pod, %container, ?argv, "exec started");
         let outcome = match kl.exec(&ns, &pod, &container, argv.clone(), stdin, out).await {
             Ok(code) => Outcome::Exited(code),
             Err(e) => Outcome::Failed(e.to_string()),
         };
+        debug!(%ns, %pod, ?argv, ?outcome, took = ?t0.elapsed(), "exec ended");
         session.finish(outcome, &argv).await;
     })
 }

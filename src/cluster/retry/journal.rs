@@ -82,6 +82,19 @@ impl Journal {
         }
     }
 
+    /// The end of the last API server outage that overlaps `from`..now (now, when it is still
+    /// going on), or `None` when the server answered throughout.
+    pub fn outage_since(&self, from: Instant) -> Option<Instant> {
+        let now = Instant::now();
+        let inner = self.lock();
+        inner
+            .outages
+            .iter()
+            .map(|(_, end)| end.unwrap_or(now))
+            .filter(|end| *end >= from)
+            .max()
+    }
+
     /// A one-line summary of the trouble between `from` and now, or `None` when there was none.
     pub fn summary_since(&self, from: Instant) -> Option<String> {
         let now = Instant::now();

@@ -59,11 +59,14 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String, String)> {
 /// The objects of a list request after selectors, in order, with the list resourceVersion.
 pub fn select(st: &AppState, def: &ResourceDef, ns: Option<&str>, q: &Query) -> ApiResult<(Vec<Value>, u64)> {
     let (labels, fields) = selectors(def, q)?;
-    let (items, rv) = st.store.list(&def.storage_key(), ns);
+    let (items, rv) = st.store.list_shared(&def.storage_key(), ns);
+    // Labels read the same stored and served, so they filter before the copy; fields are
+    // matched on the served form (events.k8s.io renames some).
     let items = items
-        .into_iter()
-        .map(|o| present(def, o))
-        .filter(|o| labels.matches(o) && fields.matches(o))
+        .iter()
+        .filter(|o| labels.matches(o))
+        .map(|o| present(def, Value::clone(o)))
+        .filter(|o| fields.matches(o))
         .collect();
     Ok((items, rv))
 }
