@@ -173,7 +173,10 @@ pub async fn insert(
             return Ok(json_response(201, &present(def, candidate), warnings));
         }
         match st.store.create(&def.storage_key(), &ns, &name, candidate) {
-            Ok(written) => return Ok(json_response(201, &present(def, written), warnings)),
+            Ok(written) => {
+                crate::api::crd::after_write(st, def, &name);
+                return Ok(json_response(201, &present(def, written), warnings));
+            }
             Err(StoreError::Exists) if explicit.is_empty() && attempt < 7 => continue,
             Err(e) => return Err(store_err(def, &name, e)),
         }

@@ -139,17 +139,22 @@ pub fn commit(
         if dry_run {
             return Ok(new);
         }
-        return st
+        let removed = st
             .store
             .remove(&key, &ns, &name, Some(rv_of(old)))
-            .map_err(|e| store_err(def, &name, e));
+            .map_err(|e| store_err(def, &name, e))?;
+        crate::api::crd::after_write(st, def, &name);
+        return Ok(removed);
     }
     if &new == old || dry_run {
         return Ok(new);
     }
-    st.store
+    let written = st
+        .store
         .update(&key, &ns, &name, new, Some(rv_of(old)))
-        .map_err(|e| store_err(def, &name, e))
+        .map_err(|e| store_err(def, &name, e))?;
+    crate::api::crd::after_write(st, def, &name);
+    Ok(written)
 }
 
 /// PUT of an object or of its status/finalize subresource (the target's).
