@@ -44,18 +44,22 @@ pub fn read_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
-/// A cell as upstream's table convertor makes it: the value when its JSON type fits the
-/// column type, else nothing (`<none>` in kubectl).
+/// A cell as upstream's table convertor makes it (`cellForJSONValue`): integers truncate
+/// floats, numbers widen integers, dates become an age (`5m`), strings print any value, and a
+/// value of the wrong type is nothing (`<none>` in kubectl).
 fn cell(col: &PrinterColumn, obj: &Value) -> Value {
-    let Some(v) = read_path(obj, &col.json_path) else {
+    let Some(v) = read_path(obj, &col.json_path).filter(|v| !v.is_null()) else {
         return Value::Null;
     };
     match (col.ty.as_str(), v) {
-        ("integer", Value::Number(n)) if n.is_i64() || n.is_u64() => v.clone(),
-        ("number", Value::Number(_)) | ("boolean", Value::Bool(_)) | ("date", Value::String(_)) => v.clone(),
+        ("integer", Value::Number(n)) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)).map_or(Value::Null, |i| json!(i)),
+        ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, |f| json!(f)),
+        ("boolean", Value::Bool(_)) => v.clone(),
+        ("date", Value::String(ts)) => json!(
+            crate::api::meta::age_secs(ts).map_or_else(|| "<invalid>".to_string(), crate::api::meta::human_duration)
+        ),
         ("string", Value::String(_)) => v.clone(),
-        ("string", Value::Object(_) | Value::Array(_)) => json!(v.to_string()),
-        ("string", other) if !other.is_null() => json!(other.to_string()),
+        ("string", other) => json!(other.to_string()),
         _ => Value::Null,
     }
 }
