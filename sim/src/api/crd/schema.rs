@@ -307,8 +307,8 @@ mod tests {
         assert_eq!(
             lines(json!({"spec": {"size": 2, "name": "ABCDEFG", "tags": ["a", "b"], "port": 1.5, "note": null}})),
             vec![
-                "spec.name: Too long: may not be more than 5 bytes",
                 r#"spec.name: Invalid value: "ABCDEFG": spec.name in body should match '^[a-z]+$'"#,
+                "spec.name: Too long: may not be more than 5 bytes",
                 r#"spec.port: Invalid value: "number": spec.port in body must be of type integer,string: "number""#,
                 "spec.tags: Too many: 2: must have at most 1 items",
             ]
