@@ -170,12 +170,23 @@ async fn kubectl_applies_a_crd_and_drives_its_custom_objects() {
 fn drive(k: &Kubectl) {
     k.ok(&["apply", "-f", "-"], Some(CRD));
     let waited = k.ok(
-        &["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=30s"],
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+            "--timeout=30s",
+        ],
         None,
     );
     assert!(waited.contains("condition met"), "{waited}");
     let status = k.ok(
-        &["get", "crd", "widgets.example.com", "-o", "jsonpath={.status.conditions[0].reason} {.status.acceptedNames.kind} {.status.storedVersions}"],
+        &[
+            "get",
+            "crd",
+            "widgets.example.com",
+            "-o",
+            "jsonpath={.status.conditions[0].reason} {.status.acceptedNames.kind} {.status.storedVersions}",
+        ],
         None,
     );
     assert_eq!(status, r#"NoConflicts Widget ["v1"]"#);
@@ -192,7 +203,10 @@ fn drive(k: &Kubectl) {
     let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(&row[..3], ["w1", "3", "blue"], "defaulted color printed: {table}");
     assert!(row[3].ends_with('s'), "age, not a timestamp: {table}");
-    assert_eq!(k.ok(&["get", "wd", "w1", "-o", "jsonpath={.metadata.generation}"], None), "1");
+    assert_eq!(
+        k.ok(&["get", "wd", "w1", "-o", "jsonpath={.metadata.generation}"], None),
+        "1"
+    );
 
     let err = k.fails(&["apply", "-f", "-"], Some(&widget("bad", "  size: three")));
     assert!(
@@ -205,21 +219,77 @@ fn drive(k: &Kubectl) {
         "{err}"
     );
 
-    let err = k.fails(&["apply", "--validate=strict", "-f", "-"], Some(&widget("w2", "  size: 1\n  bogus: 1")));
-    assert!(err.contains(r#"strict decoding error: unknown field "spec.bogus""#), "{err}");
-    let (ok, _, warned) = k.run(&["apply", "--validate=warn", "-f", "-"], Some(&widget("w2", "  size: 1\n  bogus: 1")));
+    let err = k.fails(
+        &["apply", "--validate=strict", "-f", "-"],
+        Some(&widget("w2", "  size: 1\n  bogus: 1")),
+    );
+    assert!(
+        err.contains(r#"strict decoding error: unknown field "spec.bogus""#),
+        "{err}"
+    );
+    let (ok, _, warned) = k.run(
+        &["apply", "--validate=warn", "-f", "-"],
+        Some(&widget("w2", "  size: 1\n  bogus: 1")),
+    );
     assert!(ok && warned.contains(r#"unknown field "spec.bogus""#), "{warned}");
-    assert_eq!(k.ok(&["get", "widget", "w2", "-o", "jsonpath={.spec}"], None), r#"{"color":"blue","size":1}"#);
+    assert_eq!(
+        k.ok(&["get", "widget", "w2", "-o", "jsonpath={.spec}"], None),
+        r#"{"color":"blue","size":1}"#
+    );
 
     let scaled = k.ok(&["scale", "widget/w1", "--replicas=5"], None);
     assert!(scaled.contains("scaled"), "{scaled}");
     assert_eq!(k.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.size}"], None), "5");
-    k.ok(&["patch", "widget", "w1", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/size","value":6}]"#], None);
-    let err = k.fails(&["patch", "widget", "w1", "--type=strategic", "-p", r#"{"spec":{"size":7}}"#], None);
-    assert!(err.contains("UnsupportedMediaType") || err.contains("unknown format"), "{err}");
-    assert_eq!(k.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.size} {.metadata.generation}"], None), "6 3");
+    k.ok(
+        &[
+            "patch",
+            "widget",
+            "w1",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/size","value":6}]"#,
+        ],
+        None,
+    );
+    let err = k.fails(
+        &[
+            "patch",
+            "widget",
+            "w1",
+            "--type=strategic",
+            "-p",
+            r#"{"spec":{"size":7}}"#,
+        ],
+        None,
+    );
+    assert!(
+        err.contains("UnsupportedMediaType") || err.contains("unknown format"),
+        "{err}"
+    );
     assert_eq!(
-        k.ok(&["get", "widgets.v1beta1.example.com", "w1", "-o", "jsonpath={.apiVersion}"], None),
+        k.ok(
+            &[
+                "get",
+                "widget",
+                "w1",
+                "-o",
+                "jsonpath={.spec.size} {.metadata.generation}"
+            ],
+            None
+        ),
+        "6 3"
+    );
+    assert_eq!(
+        k.ok(
+            &[
+                "get",
+                "widgets.v1beta1.example.com",
+                "w1",
+                "-o",
+                "jsonpath={.apiVersion}"
+            ],
+            None
+        ),
         "example.com/v1beta1"
     );
 
@@ -229,7 +299,12 @@ fn drive(k: &Kubectl) {
     // Recreated, the kind starts empty: the delete took its objects with it.
     k.ok(&["apply", "-f", "-"], Some(CRD));
     k.ok(
-        &["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=30s"],
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+            "--timeout=30s",
+        ],
         None,
     );
     let (ok, out, err) = k.run(&["get", "widgets", "-A"], None);
@@ -277,7 +352,10 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
     assert_eq!(created.metadata.generation, Some(1));
     let listed = api.list(&ListParams::default().labels("tier=a")).await.unwrap();
     assert_eq!(listed.items.iter().map(|o| o.name_any()).collect::<Vec<_>>(), ["d1"]);
-    let none = api.list(&ListParams::default().fields("metadata.name=other")).await.unwrap();
+    let none = api
+        .list(&ListParams::default().fields("metadata.name=other"))
+        .await
+        .unwrap();
     assert!(none.items.is_empty());
     let seen = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(ev) = events.next().await {
@@ -294,15 +372,29 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
     assert!(seen, "no ADDED event");
 
     let patched = api
-        .patch("d1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 4}})))
+        .patch(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 4}})),
+        )
         .await
         .expect("merge patch");
-    assert_eq!((patched.data["spec"]["size"].as_i64(), patched.metadata.generation), (Some(4), Some(2)));
+    assert_eq!(
+        (patched.data["spec"]["size"].as_i64(), patched.metadata.generation),
+        (Some(4), Some(2))
+    );
     let patched = api
-        .patch_status("d1", &PatchParams::default(), &Patch::Merge(json!({"status": {"size": 4}})))
+        .patch_status(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"size": 4}})),
+        )
         .await
         .expect("status patch");
-    assert_eq!((patched.data["status"]["size"].as_i64(), patched.metadata.generation), (Some(4), Some(2)));
+    assert_eq!(
+        (patched.data["status"]["size"].as_i64(), patched.metadata.generation),
+        (Some(4), Some(2))
+    );
     let applied = api
         .patch(
             "d1",
@@ -313,7 +405,11 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
         .expect("server-side apply");
     assert_eq!(applied.data["spec"]["size"], 7);
     let bad = api
-        .patch("d1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"color": "green"}})))
+        .patch(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"color": "green"}})),
+        )
         .await
         .expect_err("enum violation");
     match bad {
@@ -331,7 +427,13 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
     put.data["status"] = json!({"size": 99});
     put.data["spec"]["size"] = json!(8);
     let replaced = api.replace("d1", &PostParams::default(), &put).await.expect("update");
-    assert_eq!((replaced.data["status"]["size"].as_i64(), replaced.data["spec"]["size"].as_i64()), (Some(4), Some(8)));
+    assert_eq!(
+        (
+            replaced.data["status"]["size"].as_i64(),
+            replaced.data["spec"]["size"].as_i64()
+        ),
+        (Some(4), Some(8))
+    );
 
     // Finalizers hold a deleted object until they are gone.
     let mut held = DynamicObject::new("held", &ar);
@@ -342,9 +444,13 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
     api.delete("held", &Default::default()).await.expect("delete");
     let deleting = api.get("held").await.expect("still there");
     assert!(deleting.metadata.deletion_timestamp.is_some());
-    api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-        .await
-        .unwrap();
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert!(api.get_opt("held").await.unwrap().is_none());
 
     // Discovery, legacy and aggregated, lists the kind with its subresources.
@@ -353,7 +459,9 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
     assert_eq!(names, ["widgets", "widgets/status", "widgets/scale"]);
     assert_eq!(list.resources[0].short_names.as_deref(), Some(&["wd".to_string()][..]));
     let discovery = kube::Discovery::new(client.clone()).run_aggregated().await.unwrap();
-    let group = discovery.get("example.com").expect("aggregated discovery has the group");
+    let group = discovery
+        .get("example.com")
+        .expect("aggregated discovery has the group");
     assert_eq!(group.preferred_version_or_latest(), "v1");
 
     // A cluster-scoped kind without subresources: any change but metadata bumps generation.
@@ -362,7 +470,9 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
         "spec": {"group": "example.com", "scope": "Cluster", "names": {"plural": "gadgets", "kind": "Gadget"},
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
-    crds.create(&PostParams::default(), &serde_json::from_value(gadgets).unwrap()).await.unwrap();
+    crds.create(&PostParams::default(), &serde_json::from_value(gadgets).unwrap())
+        .await
+        .unwrap();
     let gar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Gadget"), "gadgets");
     let gapi: Api<DynamicObject> = Api::all_with(client.clone(), &gar);
     let mut g = DynamicObject::new("g1", &gar);
@@ -379,7 +489,11 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
     .expect("gadgets served");
     assert!(made.metadata.namespace.is_none());
     let changed = gapi
-        .patch("g1", &PatchParams::default(), &Patch::Merge(json!({"status": {"seen": true}})))
+        .patch(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"seen": true}})),
+        )
         .await
         .unwrap();
     assert_eq!(changed.metadata.generation, Some(2));

@@ -91,7 +91,8 @@ fn sorted_versions(defs: &[&'static ResourceDef]) -> Vec<(&'static str, &'static
     out.sort_by(|a, b| {
         let ga = order.iter().position(|g| *g == a.0);
         let gb = order.iter().position(|g| *g == b.0);
-        ga.cmp(&gb).then_with(|| version_priority(b.1).cmp(&version_priority(a.1)))
+        ga.cmp(&gb)
+            .then_with(|| version_priority(b.1).cmp(&version_priority(a.1)))
     });
     out
 }

@@ -156,7 +156,11 @@ pub fn document_in(defs: &[&'static ResourceDef], group: &str, version: &str) ->
     } else {
         format!("/apis/{group}/{version}")
     };
-    for d in defs.iter().copied().filter(|d| d.group == group && d.version == version) {
+    for d in defs
+        .iter()
+        .copied()
+        .filter(|d| d.group == group && d.version == version)
+    {
         let scope = if d.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}", d.plural)
         } else {

@@ -97,14 +97,10 @@ fn resource(defs: &[&'static ResourceDef], group: &str, version: &str, rest: &[&
         other => (false, other),
     };
     let (namespace, rest) = match rest {
-        ["namespaces", ns, plural, more @ ..]
-            if find(plural).is_some_and(|d| d.namespaced) =>
-        {
-            (
-                Some(decode(ns)),
-                std::iter::once(*plural).chain(more.iter().copied()).collect::<Vec<_>>(),
-            )
-        }
+        ["namespaces", ns, plural, more @ ..] if find(plural).is_some_and(|d| d.namespaced) => (
+            Some(decode(ns)),
+            std::iter::once(*plural).chain(more.iter().copied()).collect::<Vec<_>>(),
+        ),
         other => (None, other.to_vec()),
     };
     let Some((plural, after)) = rest.split_first() else {

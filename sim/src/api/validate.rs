@@ -15,7 +15,8 @@ use super::selector::LabelSelector;
 pub(crate) static SUBDOMAIN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").expect("regex"));
 static LABEL_1123: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").expect("regex"));
-pub(crate) static LABEL_1035: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").expect("regex"));
+pub(crate) static LABEL_1035: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").expect("regex"));
 static LABEL_VALUE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").expect("regex"));
 static CONFIG_KEY: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[-._a-zA-Z0-9]+$").expect("regex"));

@@ -178,11 +178,14 @@ fn text(v: &Value, p: &str) -> String {
 
 /// A `.spec.replicas` JSONPath as a JSON pointer.
 pub fn pointer(json_path: &str) -> String {
-    json_path.trim_start_matches('.').split('.').fold(String::new(), |mut acc, seg| {
-        acc.push('/');
-        acc.push_str(seg);
-        acc
-    })
+    json_path
+        .trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |mut acc, seg| {
+            acc.push('/');
+            acc.push_str(seg);
+            acc
+        })
 }
 
 /// Upstream's defaulting of a v1 CRD (`SetDefaults_CustomResourceDefinitionSpec`): singular
@@ -192,11 +195,26 @@ pub fn default_crd(obj: &mut Value) {
         return;
     };
     if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
-        let kind = names.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
-        if names.get("singular").and_then(Value::as_str).unwrap_or_default().is_empty() {
+        let kind = names
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if names
+            .get("singular")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .is_empty()
+        {
             names.insert("singular".into(), json!(kind.to_lowercase()));
         }
-        if names.get("listKind").and_then(Value::as_str).unwrap_or_default().is_empty() && !kind.is_empty() {
+        if names
+            .get("listKind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .is_empty()
+            && !kind.is_empty()
+        {
             names.insert("listKind".into(), json!(format!("{kind}List")));
         }
     }
@@ -276,7 +294,10 @@ fn names_in_use(st: &AppState, group: &str, except: &str) -> (Vec<String>, Vec<S
     let (all, _) = st.store.list(CRD_KEY, None);
     let mut resources = Vec::new();
     let mut kinds = Vec::new();
-    for c in all.iter().filter(|c| text(c, "/spec/group") == group && meta::name(c) != except) {
+    for c in all
+        .iter()
+        .filter(|c| text(c, "/spec/group") == group && meta::name(c) != except)
+    {
         let a = c.pointer("/status/acceptedNames").cloned().unwrap_or_default();
         resources.push(text(&a, "/plural"));
         resources.push(text(&a, "/singular"));
@@ -428,7 +449,12 @@ pub fn reconcile(st: &AppState, name: &str) {
         if accepted && !is_true(&crd, "Established") {
             set_condition(
                 &mut next,
-                condition("Established", "True", "InitialNamesAccepted", "the initial names have been accepted"),
+                condition(
+                    "Established",
+                    "True",
+                    "InitialNamesAccepted",
+                    "the initial names have been accepted",
+                ),
             );
         } else if !accepted && !is_true(&crd, "Established") {
             set_condition(
@@ -439,7 +465,10 @@ pub fn reconcile(st: &AppState, name: &str) {
         let written = if next == crd {
             crd
         } else {
-            match st.store.update(CRD_KEY, "", name, next, Some(super::store::rv_of(&crd))) {
+            match st
+                .store
+                .update(CRD_KEY, "", name, next, Some(super::store::rv_of(&crd)))
+            {
                 Ok(w) => w,
                 Err(super::store::StoreError::Conflict) => continue,
                 Err(e) => {
@@ -490,30 +519,54 @@ pub fn mark_for_deletion(obj: &mut Value) {
 /// The finalizing controller: marks deletion in progress, removes every instance, records
 /// completion and drops the cleanup finalizer, which lets the CRD go.
 pub fn finalize(st: &AppState, name: &str) {
-    let Some(crd) = st.store.get(CRD_KEY, "", name) else { return };
+    let Some(crd) = st.store.get(CRD_KEY, "", name) else {
+        return;
+    };
     if !meta::is_deleting(&crd) || !meta::finalizers(&crd).iter().any(|f| f == CLEANUP_FINALIZER) {
         return;
     }
     let mut next = crd.clone();
     set_condition(
         &mut next,
-        condition("Terminating", "True", "InstanceDeletionInProgress", "CustomResource deletion is in progress"),
+        condition(
+            "Terminating",
+            "True",
+            "InstanceDeletionInProgress",
+            "CustomResource deletion is in progress",
+        ),
     );
-    let Ok(mut crd) = st.store.update(CRD_KEY, "", name, next, Some(super::store::rv_of(&crd))) else {
+    let Ok(mut crd) = st
+        .store
+        .update(CRD_KEY, "", name, next, Some(super::store::rv_of(&crd)))
+    else {
         return;
     };
     st.crds.set(name, Vec::new());
     let cond = if is_true(&crd, "Established") {
-        let key = format!("{}/{}", text(&crd, "/spec/group"), text(&crd, "/status/acceptedNames/plural"));
+        let key = format!(
+            "{}/{}",
+            text(&crd, "/spec/group"),
+            text(&crd, "/status/acceptedNames/plural")
+        );
         let (items, _) = st.store.list(&key, None);
         for o in items {
             if let Err(e) = st.store.remove(&key, meta::namespace(&o), meta::name(&o), None) {
                 tracing::debug!(crd = name, error = ?e, "instance already gone");
             }
         }
-        condition("Terminating", "False", "InstanceDeletionCompleted", "removed all instances")
+        condition(
+            "Terminating",
+            "False",
+            "InstanceDeletionCompleted",
+            "removed all instances",
+        )
     } else {
-        condition("Terminating", "False", "NeverEstablished", "resource was never established")
+        condition(
+            "Terminating",
+            "False",
+            "NeverEstablished",
+            "resource was never established",
+        )
     };
     set_condition(&mut crd, cond);
     let rest: Vec<Value> = meta::finalizers(&crd)

@@ -35,7 +35,13 @@ fn walk(schema: &Value, v: &mut Value, path: &str, resource: bool, unknown: &mut
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
-                    walk(item_schema, item, &format!("{path}[{i}]"), flag(item_schema, "x-kubernetes-embedded-resource"), unknown);
+                    walk(
+                        item_schema,
+                        item,
+                        &format!("{path}[{i}]"),
+                        flag(item_schema, "x-kubernetes-embedded-resource"),
+                        unknown,
+                    );
                 }
             }
         }
@@ -61,7 +67,13 @@ fn object(schema: &Value, m: &mut Map<String, Value>, path: &str, resource: bool
                     m.remove(&k);
                     continue;
                 }
-                walk(s, value, &child(path, &k), flag(s, "x-kubernetes-embedded-resource"), unknown);
+                walk(
+                    s,
+                    value,
+                    &child(path, &k),
+                    flag(s, "x-kubernetes-embedded-resource"),
+                    unknown,
+                );
             }
             None if preserve => {}
             None => {
@@ -87,7 +99,10 @@ mod tests {
             "spec": {"size": 1, "bogus": 2, "free": {"any": 1}, "list": [{"a": "x", "b": 1}]}, "top": 1});
         let unknown = prune(&schema, &mut obj);
         assert_eq!(unknown, vec!["spec.bogus", "spec.list[0].b", "top"]);
-        assert_eq!(obj["spec"], json!({"size": 1, "free": {"any": 1}, "list": [{"a": "x"}]}));
+        assert_eq!(
+            obj["spec"],
+            json!({"size": 1, "free": {"any": 1}, "list": [{"a": "x"}]})
+        );
         assert_eq!(obj["metadata"]["name"], "a");
     }
 }

@@ -107,10 +107,7 @@ fn node(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
     }
     if schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
         if !(v.is_string() || v.is_i64() || v.is_u64()) {
-            let msg = format!(
-                "{path} in body must be of type integer,string: {:?}",
-                type_name(v)
-            );
+            let msg = format!("{path} in body must be of type integer,string: {:?}", type_name(v));
             out.push(type_invalid(path, v, msg));
             return;
         }
@@ -205,7 +202,12 @@ fn string(schema: &Value, v: &Value, s: &str, path: &str, out: &mut Vec<Cause>) 
     if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
         && len < min
     {
-        invalid(path, v, format!("{path} in body should be at least {min} chars long"), out);
+        invalid(
+            path,
+            v,
+            format!("{path} in body should be at least {min} chars long"),
+            out,
+        );
     }
     if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
         match Regex::new(p) {
@@ -222,9 +224,19 @@ fn number(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
     if let Some(min) = schema.get("minimum") {
         let m = min.as_f64().unwrap_or_default();
         if excl("exclusiveMinimum") && x <= m {
-            invalid(path, v, format!("{path} in body should be greater than {}", num(min)), out);
+            invalid(
+                path,
+                v,
+                format!("{path} in body should be greater than {}", num(min)),
+                out,
+            );
         } else if x < m {
-            invalid(path, v, format!("{path} in body should be greater than or equal to {}", num(min)), out);
+            invalid(
+                path,
+                v,
+                format!("{path} in body should be greater than or equal to {}", num(min)),
+                out,
+            );
         }
     }
     if let Some(max) = schema.get("maximum") {
@@ -232,14 +244,24 @@ fn number(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
         if excl("exclusiveMaximum") && x >= m {
             invalid(path, v, format!("{path} in body should be less than {}", num(max)), out);
         } else if x > m {
-            invalid(path, v, format!("{path} in body should be less than or equal to {}", num(max)), out);
+            invalid(
+                path,
+                v,
+                format!("{path} in body should be less than or equal to {}", num(max)),
+                out,
+            );
         }
     }
     if let Some(d) = schema.get("multipleOf").and_then(Value::as_f64)
         && d != 0.0
         && (x / d).fract() != 0.0
     {
-        invalid(path, v, format!("{path} in body should be a multiple of {}", num(&json!(d))), out);
+        invalid(
+            path,
+            v,
+            format!("{path} in body should be a multiple of {}", num(&json!(d))),
+            out,
+        );
     }
 }
 

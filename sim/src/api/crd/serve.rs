@@ -26,7 +26,12 @@ fn columns(custom: &Custom) -> Vec<PrinterColumn> {
 /// Reads a simple JSONPath (`.spec.replicas`, `.status.conditions[0].type`).
 pub fn read_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let mut cur = obj;
-    for seg in path.trim_start_matches('{').trim_end_matches('}').trim_start_matches('.').split('.') {
+    for seg in path
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('.')
+        .split('.')
+    {
         if seg.is_empty() {
             continue;
         }
@@ -52,7 +57,10 @@ fn cell(col: &PrinterColumn, obj: &Value) -> Value {
         return Value::Null;
     };
     match (col.ty.as_str(), v) {
-        ("integer", Value::Number(n)) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)).map_or(Value::Null, |i| json!(i)),
+        ("integer", Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .map_or(Value::Null, |i| json!(i)),
         ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, |f| json!(f)),
         ("boolean", Value::Bool(_)) => v.clone(),
         ("date", Value::String(ts)) => json!(
@@ -100,8 +108,12 @@ pub fn table(custom: &Custom, items: &[Value], include: &str, list_meta: Option<
 /// (spec replicas, status replicas, selector). Upstream reads absent counts as 0.
 pub fn scale_fields(custom: &Custom, obj: &Value) -> Option<(i64, i64, String)> {
     let paths = custom.scale.as_ref()?;
-    let spec = read_path(obj, &paths.spec_replicas).and_then(Value::as_i64).unwrap_or(0);
-    let status = read_path(obj, &paths.status_replicas).and_then(Value::as_i64).unwrap_or(0);
+    let spec = read_path(obj, &paths.spec_replicas)
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let status = read_path(obj, &paths.status_replicas)
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     let selector = paths
         .label_selector
         .as_deref()

@@ -68,7 +68,11 @@ pub fn validate(crd: &Value, old: Option<&Value>, out: &mut Vec<Cause>) {
     label_1035(text(crd, "/spec/names/singular"), "spec.names.singular", out);
     if let Some(shorts) = crd.pointer("/spec/names/shortNames").and_then(Value::as_array) {
         for (i, s) in shorts.iter().enumerate() {
-            label_1035(s.as_str().unwrap_or_default(), &format!("spec.names.shortNames[{i}]"), out);
+            label_1035(
+                s.as_str().unwrap_or_default(),
+                &format!("spec.names.shortNames[{i}]"),
+                out,
+            );
         }
     }
     match text(crd, "/spec/conversion/strategy") {
@@ -80,7 +84,10 @@ pub fn validate(crd: &Value, old: Option<&Value>, out: &mut Vec<Cause>) {
         )),
     }
     if let Some(old) = old {
-        for (field, p) in [("spec.group", "/spec/group"), ("spec.names.plural", "/spec/names/plural")] {
+        for (field, p) in [
+            ("spec.group", "/spec/group"),
+            ("spec.names.plural", "/spec/names/plural"),
+        ] {
             if text(crd, p) != text(old, p) {
                 out.push(Cause::invalid(field, &json!(text(crd, p)), "field is immutable"));
             }
@@ -135,7 +142,11 @@ fn versions(crd: &Value, out: &mut Vec<Cause>) {
     }
     let shown = Value::Array(list.to_vec());
     if !unique {
-        out.push(Cause::invalid("spec.versions", &shown, "must contain unique version names"));
+        out.push(Cause::invalid(
+            "spec.versions",
+            &shown,
+            "must contain unique version names",
+        ));
     }
     if storage != 1 {
         out.push(Cause::invalid(
@@ -157,7 +168,11 @@ fn structural(s: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
         if ty.is_empty() {
             out.push(Cause::required(format!("{path}.type")));
         } else {
-            out.push(Cause::invalid(format!("{path}.type"), &json!(ty), "must be object at the root"));
+            out.push(Cause::invalid(
+                format!("{path}.type"),
+                &json!(ty),
+                "must be object at the root",
+            ));
         }
     }
     if let Some(props) = s.get("properties").and_then(Value::as_object) {
@@ -224,9 +239,18 @@ mod tests {
         bad["spec"]["versions"][0]["storage"] = json!(false);
         bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = json!({"properties": {}});
         let got = fields(&bad);
-        assert!(got.contains(&r#"metadata.name: Invalid value: "gadgets.example.com": must be spec.names.plural+"."+spec.group"#.to_string()), "{got:?}");
-        assert!(got.contains(&r#"spec.group: Invalid value: "example": should be a domain with at least one dot"#.to_string()));
+        assert!(
+            got.contains(
+                &r#"metadata.name: Invalid value: "gadgets.example.com": must be spec.names.plural+"."+spec.group"#
+                    .to_string()
+            ),
+            "{got:?}"
+        );
+        assert!(got.contains(
+            &r#"spec.group: Invalid value: "example": should be a domain with at least one dot"#.to_string()
+        ));
         assert!(got.contains(&"spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields".to_string()));
-        assert!(got.iter().any(|l| l.starts_with("spec.versions: Invalid value: ") && l.ends_with(": must have exactly one version marked as storage version")));
+        assert!(got.iter().any(|l| l.starts_with("spec.versions: Invalid value: ")
+            && l.ends_with(": must have exactly one version marked as storage version")));
     }
 }
