@@ -70,6 +70,9 @@ spec:
             type: object
             description: What the widget should be.
             required: [size]
+            x-kubernetes-validations:
+            - rule: self.size != 9
+              message: nine is unlucky
             properties:
               size:
                 type: integer
@@ -422,6 +425,48 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
         }
         other => panic!("{other:?}"),
     }
+    // CEL rules: a failed one answers with its message; one that does not compile stops the CRD.
+    let unlucky = api
+        .patch(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 9}})),
+        )
+        .await
+        .expect_err("CEL rule");
+    match unlucky {
+        kube::Error::Api(s) => assert_eq!(
+            (s.code, s.message.as_str()),
+            (
+                422,
+                r#"Widget.example.com "d1" is invalid: spec: Invalid value: "object": nine is unlucky"#
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    let mut broken: Value = serde_saphyr::from_str(CRD).unwrap();
+    broken["metadata"]["name"] = json!("things.example.com");
+    broken["spec"]["names"] = json!({"plural": "things", "kind": "Thing"});
+    broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"][0]["rule"] =
+        json!("self.size <");
+    let refused = crds
+        .create(&PostParams::default(), &serde_json::from_value(broken).unwrap())
+        .await
+        .expect_err("rule does not compile");
+    match refused {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(
+                s.message.contains(
+                    r#"spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: "self.size <": compilation failed: "#
+                ),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
     // The main resource keeps status, the status subresource keeps the rest.
     let mut put = api.get("d1").await.unwrap();
     put.data["status"] = json!({"size": 99});

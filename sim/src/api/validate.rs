@@ -96,7 +96,7 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
         check_name(name, name_rule(def), "metadata.name", &mut out);
     }
     if let Some(custom) = def.custom {
-        out.extend(super::crd::schema::validate(&custom.schema, obj));
+        out.extend(super::crd::schema::validate(&custom.schema, obj, old));
     }
     if (def.group, def.plural) == (super::crd::GROUP, "customresourcedefinitions") {
         super::crd::validate::validate(obj, old, &mut out);

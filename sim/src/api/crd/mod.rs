@@ -13,7 +13,7 @@
 //! (`prune`), defaulting (`defaults`), validation (`schema`), Table printing and OpenAPI
 //! (`serve`) read.
 //!
-//! Modules: `validate` checks a CRD; `schema` validates a custom object against its
+//! Modules: `validate` checks a CRD; `cel` evaluates `x-kubernetes-validations` rules; `schema` validates a custom object against its
 //! structural schema; `prune` drops unknown fields; `defaults` applies schema defaults;
 //! `serve` builds discovery rows, OpenAPI documents, Tables and scale paths.
 
@@ -26,6 +26,7 @@ use super::meta;
 use super::registry::ResourceDef;
 use super::state::AppState;
 
+pub mod cel;
 pub mod defaults;
 pub mod prune;
 pub mod schema;

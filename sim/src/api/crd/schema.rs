@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 
 use crate::api::error::Cause;
 
-/// Validates `obj` (a whole custom object, pruned and defaulted) against `schema`.
-pub fn validate(schema: &Value, obj: &Value) -> Vec<Cause> {
+/// Validates `obj` (a whole custom object, pruned and defaulted) against `schema`; `old` is
+/// the stored object on updates (for CEL transition rules).
+pub fn validate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut out = Vec::new();
     let Some(m) = obj.as_object() else {
         return out;
@@ -31,10 +32,13 @@ pub fn validate(schema: &Value, obj: &Value) -> Vec<Cause> {
             continue;
         }
         if let Some(v) = m.get(k) {
-            node(s, v, k, &mut out);
+            node(s, v, old.and_then(|o| o.get(k)), k, &mut out);
         }
     }
     required(schema, m, "", &mut out);
+    if out.is_empty() {
+        super::cel::check(schema, obj, old, "", &mut out);
+    }
     out
 }
 
@@ -98,7 +102,17 @@ fn invalid(path: &str, value: &Value, why: String, out: &mut Vec<Cause>) {
     out.push(Cause::invalid(path, value, &why));
 }
 
-fn node(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
+fn node(schema: &Value, v: &Value, old: Option<&Value>, path: &str, out: &mut Vec<Cause>) {
+    let before = out.len();
+    shape(schema, v, old, path, out);
+    // Upstream evaluates a node's CEL rules only when its schema checks passed.
+    if out.len() == before && !v.is_null() {
+        super::cel::check(schema, v, old, path, out);
+    }
+}
+
+/// The OpenAPI checks of one node and its children.
+fn shape(schema: &Value, v: &Value, old: Option<&Value>, path: &str, out: &mut Vec<Cause>) {
     if v.is_null() {
         if schema.get("nullable").and_then(Value::as_bool) != Some(true) {
             type_error(schema, v, path, out);
@@ -155,7 +169,7 @@ fn node(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
                     .and_then(|p| p.get(k))
                     .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
                 if let Some(s) = s {
-                    node(s, cv, &child(path, k), out);
+                    node(s, cv, old.and_then(|o| o.get(k)), &child(path, k), out);
                 }
             }
             required(schema, m, path, out);
@@ -283,7 +297,7 @@ fn array(schema: &Value, v: &Value, items: &[Value], path: &str, out: &mut Vec<C
     }
     if let Some(s) = schema.get("items") {
         for (i, item) in items.iter().enumerate() {
-            node(s, item, &format!("{path}.{i}"), out);
+            node(s, item, None, &format!("{path}.{i}"), out);
         }
     }
 }
@@ -304,7 +318,7 @@ mod tests {
 
     /// The causes as `field: message` lines, sorted (the order follows map iteration).
     fn lines(obj: Value) -> Vec<String> {
-        let mut v: Vec<String> = validate(&schema(), &obj)
+        let mut v: Vec<String> = validate(&schema(), &obj, None)
             .iter()
             .map(|c| format!("{}: {}", c.field, c.message))
             .collect();

@@ -164,6 +164,7 @@ fn structural(s: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
     let ty = text(s, "/type");
     let int_or_string = s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
     let preserve = s.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true);
+    rules_compile(s, path, out);
     if root && ty != "object" {
         if ty.is_empty() {
             out.push(Cause::required(format!("{path}.type")));
@@ -198,6 +199,25 @@ fn structural(s: &Value, path: &str, root: bool, out: &mut Vec<Cause>) {
             message: "Required value: must be specified".into(),
             field: format!("{path}.items"),
         });
+    }
+}
+
+/// Upstream refuses a CRD whose CEL rules do not compile.
+fn rules_compile(s: &Value, path: &str, out: &mut Vec<Cause>) {
+    for (i, r) in s
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let rule = text(r, "/rule");
+        let field = format!("{path}.x-kubernetes-validations[{i}].rule");
+        if rule.is_empty() {
+            out.push(Cause::required(field));
+        } else if let Err(e) = super::cel::compile(rule) {
+            out.push(Cause::invalid(field, &json!(rule), &format!("compilation failed: {e}")));
+        }
     }
 }
 
