@@ -543,7 +543,66 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
         .unwrap();
     assert_eq!(changed.metadata.generation, Some(2));
 
-    api.delete("d1", &Default::default()).await.expect("delete");
+    // A CRD deleted while an instance has a finalizer waits for it, refusing new objects.
+    api.create(&PostParams::default(), &held).await.unwrap();
+    crds.delete("widgets.example.com", &Default::default())
+        .await
+        .expect("CRD delete");
+    let terminating = crds
+        .get("widgets.example.com")
+        .await
+        .expect("CRD waits for its instance");
+    let conds = terminating.status.and_then(|s| s.conditions).unwrap_or_default();
+    let t = conds
+        .iter()
+        .find(|c| c.type_ == "Terminating")
+        .expect("Terminating condition");
+    assert_eq!(
+        (t.status.as_str(), t.reason.as_deref()),
+        ("True", Some("InstanceDeletionInProgress"))
+    );
+    assert!(
+        terminating
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"customresourcecleanup.apiextensions.k8s.io".to_string())
+    );
+    match api
+        .create(&PostParams::default(), &DynamicObject::new("late", &ar))
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(
+            (s.code, s.message.as_str()),
+            (
+                405,
+                "create not allowed while custom resource definition is terminating"
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        api.get("d1").await.is_err(),
+        "instances without finalizers went at once"
+    );
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        crds.get_opt("widgets.example.com").await.unwrap().is_none(),
+        "CRD gone with its last instance"
+    );
+    assert!(api.list(&ListParams::default()).await.is_err(), "kind no longer served");
+
+    // Recreated, the kind serves again, empty; deletecollection by label.
+    let crd: Value = serde_saphyr::from_str(CRD).unwrap();
+    crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap())
+        .await
+        .unwrap();
     api.create(&PostParams::default(), &obj).await.unwrap();
     api.delete_collection(&Default::default(), &ListParams::default().labels("tier=a"))
         .await

@@ -489,10 +489,18 @@ pub fn reconcile(st: &AppState, name: &str) {
     tracing::warn!(crd = name, "CRD status update kept conflicting");
 }
 
-/// Runs [`reconcile`] after a write that landed, when it was a CRD's.
+/// Runs [`reconcile`] after a write that landed, when it was a CRD's; after a custom
+/// object's write, finishes its CRD's finalization if that was waiting for it.
 pub fn after_write(st: &AppState, def: &ResourceDef, name: &str) {
     if (def.group, def.plural) == (GROUP, "customresourcedefinitions") {
         reconcile(st, name);
+    } else if let Some(custom) = def.custom
+        && st
+            .store
+            .get(CRD_KEY, "", &custom.crd_name)
+            .is_some_and(|c| meta::is_deleting(&c))
+    {
+        finalize(st, &custom.crd_name);
     }
 }
 
@@ -517,8 +525,11 @@ pub fn mark_for_deletion(obj: &mut Value) {
     );
 }
 
-/// The finalizing controller: marks deletion in progress, removes every instance, records
-/// completion and drops the cleanup finalizer, which lets the CRD go.
+/// The finalizing controller: marks deletion in progress, deletes every instance (those
+/// with finalizers get `deletionTimestamp` and are waited for: the pass ends here and runs
+/// again when the last one goes, see [`after_write`]), then records completion and drops the
+/// cleanup finalizer, which lets the CRD go. The kind stays served until then, so clients can
+/// still clear their finalizers.
 pub fn finalize(st: &AppState, name: &str) {
     let Some(crd) = st.store.get(CRD_KEY, "", name) else {
         return;
@@ -536,24 +547,23 @@ pub fn finalize(st: &AppState, name: &str) {
             "CustomResource deletion is in progress",
         ),
     );
-    let Ok(mut crd) = st
-        .store
-        .update(CRD_KEY, "", name, next, Some(super::store::rv_of(&crd)))
-    else {
-        return;
-    };
-    st.crds.set(name, Vec::new());
-    let cond = if is_true(&crd, "Established") {
-        let key = format!(
-            "{}/{}",
-            text(&crd, "/spec/group"),
-            text(&crd, "/status/acceptedNames/plural")
-        );
-        let (items, _) = st.store.list(&key, None);
-        for o in items {
-            if let Err(e) = st.store.remove(&key, meta::namespace(&o), meta::name(&o), None) {
-                tracing::debug!(crd = name, error = ?e, "instance already gone");
+    let mut crd = if next == crd {
+        crd
+    } else {
+        match st
+            .store
+            .update(CRD_KEY, "", name, next, Some(super::store::rv_of(&crd)))
+        {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::debug!(crd = name, error = ?e, "CRD changed meanwhile; its next write finalizes it");
+                return;
             }
+        }
+    };
+    let cond = if is_true(&crd, "Established") {
+        if delete_instances(st, &crd) > 0 {
+            return;
         }
         condition(
             "Terminating",
@@ -583,7 +593,52 @@ pub fn finalize(st: &AppState, name: &str) {
     } else {
         st.store.update(CRD_KEY, "", name, crd, Some(rv)).map(|_| ())
     };
-    if let Err(e) = result {
-        tracing::warn!(crd = name, error = ?e, "CRD finalization write failed");
+    match result {
+        Ok(()) if empty => st.crds.set(name, Vec::new()),
+        Ok(()) => {}
+        Err(e) => tracing::warn!(crd = name, error = ?e, "CRD finalization write failed"),
+    }
+}
+
+/// Deletes every instance of a CRD's kind as a delete collection would: objects without
+/// finalizers go, the others are marked deleted. Returns how many are still there.
+fn delete_instances(st: &AppState, crd: &Value) -> usize {
+    let key = format!(
+        "{}/{}",
+        text(crd, "/spec/group"),
+        text(crd, "/status/acceptedNames/plural")
+    );
+    let (items, _) = st.store.list(&key, None);
+    let mut left = 0;
+    for o in items {
+        let (ns, n) = (meta::namespace(&o).to_string(), meta::name(&o).to_string());
+        let result = if meta::finalizers(&o).is_empty() {
+            st.store.remove(&key, &ns, &n, None).map(|_| ())
+        } else {
+            left += 1;
+            if meta::is_deleting(&o) {
+                Ok(())
+            } else {
+                let mut marked = o.clone();
+                meta::meta_mut(&mut marked).insert("deletionTimestamp".into(), json!(meta::now()));
+                meta::meta_mut(&mut marked).insert("deletionGracePeriodSeconds".into(), json!(0));
+                st.store.update(&key, &ns, &n, marked, None).map(|_| ())
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(object = %n, error = ?e, "instance changed meanwhile");
+        }
+    }
+    left
+}
+
+/// Upstream's custom resource handler refuses creates of a kind whose CRD is terminating.
+pub fn refuse_create_while_terminating(st: &AppState, def: &ResourceDef) -> Result<(), super::ApiError> {
+    let Some(custom) = def.custom else { return Ok(()) };
+    match st.store.get(CRD_KEY, "", &custom.crd_name) {
+        Some(crd) if meta::is_deleting(&crd) => Err(super::ApiError::method_not_allowed(
+            "create not allowed while custom resource definition is terminating",
+        )),
+        _ => Ok(()),
     }
 }

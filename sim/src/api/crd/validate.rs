@@ -84,6 +84,18 @@ pub fn validate(crd: &Value, old: Option<&Value>, out: &mut Vec<Cause>) {
         )),
     }
     if let Some(old) = old {
+        let established = old
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
+        // An established CRD's scope and kind shape its stored objects.
+        if established {
+            for (field, p) in [("spec.scope", "/spec/scope"), ("spec.names.kind", "/spec/names/kind")] {
+                if text(crd, p) != text(old, p) {
+                    out.push(Cause::invalid(field, &json!(text(crd, p)), "field is immutable"));
+                }
+            }
+        }
         for (field, p) in [
             ("spec.group", "/spec/group"),
             ("spec.names.plural", "/spec/names/plural"),

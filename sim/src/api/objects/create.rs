@@ -72,6 +72,7 @@ pub async fn create(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
     if !registry::is_stored(def) {
         return admission::review(st, def, obj).map(|v| json_response(201, &v, &warnings));
     }
+    crate::api::crd::refuse_create_while_terminating(st, def)?;
     let manager = ssa::manager_of(q, headers, "CreateOptions", false)?;
     insert(
         st,
