@@ -194,6 +194,12 @@ fn drive(k: &Kubectl) {
     );
     assert_eq!(status, r#"NoConflicts Widget ["v1"]"#);
 
+    let crds = k.ok(&["get", "crds"], None);
+    assert!(
+        crds.starts_with("NAME") && crds.lines().next().unwrap().ends_with("CREATED AT"),
+        "{crds}"
+    );
+
     let explained = k.ok(&["explain", "widgets.spec"], None);
     assert!(explained.contains("KIND:       Widget"), "{explained}");
     assert!(explained.contains("How many parts the widget has."), "{explained}");
@@ -425,6 +431,41 @@ async fn kube_rs_drives_a_dynamic_object_through_every_verb() {
         }
         other => panic!("{other:?}"),
     }
+    // A second CRD claiming a kind the group already serves is not accepted, nor served.
+    let rival: Value = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "sprockets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "sprockets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    crds.create(&PostParams::default(), &serde_json::from_value(rival).unwrap())
+        .await
+        .unwrap();
+    let rival = crds.get("sprockets.example.com").await.unwrap();
+    let conds = rival.status.and_then(|s| s.conditions).unwrap_or_default();
+    let summary: Vec<(String, String, Option<String>, Option<String>)> = conds
+        .into_iter()
+        .map(|c| (c.type_, c.status, c.reason, c.message))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            // Kind and list kind both clash; upstream reports the last check's conflict.
+            (
+                "NamesAccepted".into(),
+                "False".into(),
+                Some("ListKindConflict".into()),
+                Some(r#""WidgetList" is already in use"#.into())
+            ),
+            (
+                "Established".into(),
+                "False".into(),
+                Some("NotAccepted".into()),
+                Some("not all names are accepted".into())
+            ),
+        ]
+    );
+    crds.delete("sprockets.example.com", &Default::default()).await.unwrap();
+
     // CEL rules: a failed one answers with its message; one that does not compile stops the CRD.
     let unlucky = api
         .patch(

@@ -77,37 +77,39 @@ fn accept_names(st: &AppState, crd: &Value) -> (Value, Value) {
         names = json!({});
     }
     let mut failure: Option<(&str, String)> = None;
-    let mut check = |field: &str, reason: &'static str, used: &[String]| {
+    // Upstream checks in this order and the last conflict found names the condition.
+    let take = |field: &str,
+                reason: &'static str,
+                used: &[String],
+                names: &mut Value,
+                failure: &mut Option<(&str, String)>| {
         let want = text(&requested, &format!("/{field}"));
         let have = text(&accepted, &format!("/{field}"));
         if want == have || !used.contains(&want) {
             names[field] = json!(want);
         } else {
-            failure = Some((reason, format!("{want:?} is already in use")));
+            *failure = Some((reason, format!("{want:?} is already in use")));
         }
     };
-    check("plural", "PluralConflict", &resources);
-    check("singular", "SingularConflict", &resources);
-    check("kind", "KindConflict", &kinds);
-    check("listKind", "ListKindConflict", &kinds);
+    take("plural", "PluralConflict", &resources, &mut names, &mut failure);
+    take("singular", "SingularConflict", &resources, &mut names, &mut failure);
     let shorts = strs(requested.get("shortNames"));
-    let clash: Vec<String> = shorts
-        .iter()
-        .filter(|s| resources.contains(s))
-        .map(|s| format!("{s:?} is already in use"))
-        .collect();
-    if clash.is_empty() {
-        if !shorts.is_empty() {
-            names["shortNames"] = json!(shorts);
+    let had = strs(accepted.get("shortNames"));
+    if shorts != had {
+        let own = [text(&accepted, "/plural"), text(&accepted, "/singular")];
+        let clash: Vec<String> = shorts
+            .iter()
+            .filter(|s| !had.contains(s) && !own.contains(s) && resources.contains(s))
+            .map(|s| format!("{s:?} is already in use"))
+            .collect();
+        match clash.len() {
+            0 => names["shortNames"] = json!(shorts),
+            1 => failure = Some(("ShortNamesConflict", clash[0].clone())),
+            _ => failure = Some(("ShortNamesConflict", format!("[{}]", clash.join(", ")))),
         }
-    } else {
-        let msg = if clash.len() == 1 {
-            clash[0].clone()
-        } else {
-            format!("[{}]", clash.join(", "))
-        };
-        failure = Some(("ShortNamesConflict", msg));
     }
+    take("kind", "KindConflict", &kinds, &mut names, &mut failure);
+    take("listKind", "ListKindConflict", &kinds, &mut names, &mut failure);
     let cats = strs(requested.get("categories"));
     if !cats.is_empty() {
         names["categories"] = json!(cats);
