@@ -19,25 +19,15 @@ use crate::api::store::{StoreError, rv_of};
 /// The `autoscaling/v1` Scale view of a scalable object; a custom kind's counts and selector
 /// come from the paths its CRD declares.
 fn scale_of(def: &ResourceDef, obj: &Value) -> Value {
-    if let Some((spec, status, selector)) = def.custom.and_then(|c| crate::api::crd::serve::scale_fields(c, obj)) {
-        let mut scale = scale_view(obj, json!(spec), json!(status), selector);
-        if let Some(mf) = ssa::to_subresource(obj) {
-            scale["metadata"]["managedFields"] = mf;
-        }
-        return scale;
-    }
-    let sel = obj.pointer("/spec/selector").map(selector_string).unwrap_or_default();
-    let mut scale = json!({
-        "apiVersion": "autoscaling/v1",
-        "kind": "Scale",
-        "metadata": {
-            "name": meta::name(obj), "namespace": meta::namespace(obj),
-            "uid": obj.pointer("/metadata/uid"), "resourceVersion": obj.pointer("/metadata/resourceVersion"),
-            "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
-        },
-        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
-        "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": sel},
-    });
+    let mut scale = match def.custom.and_then(|c| crate::api::crd::serve::scale_fields(c, obj)) {
+        Some((spec, status, selector)) => scale_view(obj, json!(spec), json!(status), selector),
+        None => scale_view(
+            obj,
+            obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1)),
+            obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            obj.pointer("/spec/selector").map(selector_string).unwrap_or_default(),
+        ),
+    };
     if let Some(mf) = ssa::to_subresource(obj) {
         scale["metadata"]["managedFields"] = mf;
     }
