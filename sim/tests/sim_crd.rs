@@ -241,6 +241,10 @@ fn drive(k: &Kubectl) {
         Some(&widget("w2", "  size: 1\n  bogus: 1")),
     );
     assert!(ok && warned.contains(r#"unknown field "spec.bogus""#), "{warned}");
+    let odd_meta = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w3\n  colour: red\nspec:\n  size: 1\n";
+    let (ok, _, warned) = k.run(&["apply", "--validate=warn", "-f", "-"], Some(odd_meta));
+    assert!(ok && warned.contains(r#"unknown field "metadata.colour""#), "{warned}");
+    k.ok(&["delete", "widget", "w3"], None);
     assert_eq!(
         k.ok(&["get", "widget", "w2", "-o", "jsonpath={.spec}"], None),
         r#"{"color":"blue","size":1}"#
