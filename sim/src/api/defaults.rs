@@ -31,7 +31,12 @@ fn each<'a>(obj: &'a mut Value, key: &str) -> impl Iterator<Item = &'a mut Value
 
 /// Fills defaults for a new or updated object of `def`.
 pub fn apply(def: &ResourceDef, obj: &mut Value) {
+    if let Some(custom) = def.custom {
+        super::crd::defaults::apply(&custom.schema, obj);
+        return;
+    }
     match (def.group, def.plural) {
+        (super::crd::GROUP, "customresourcedefinitions") => super::crd::default_crd(obj),
         ("", "pods") => {
             if let Some(spec) = obj.get_mut("spec") {
                 pod_spec(spec);

@@ -1,14 +1,15 @@
 //! Discovery: `/version`, `/api`, `/apis`, per-group-version resource lists, and aggregated
 //! discovery (`apidiscovery.k8s.io/v2`) when the Accept header asks for it, as kubectl does.
 //!
-//! Everything is generated from [`super::registry::RESOURCES`].
+//! Everything is generated from [`super::registry::RESOURCES`] and the server's custom
+//! kinds ([`super::crd::Table::all`]).
 
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::objects::json_response;
-use super::registry::{self, RESOURCES, ResourceDef};
+use super::registry::{self, ResourceDef};
 use super::state::AppState;
 
 /// The Kubernetes version the server reports (the oldest k8s-openapi feature it models).
@@ -64,8 +65,8 @@ pub fn api_versions(st: &AppState) -> Value {
     })
 }
 
-fn group_entry(group: &str) -> Value {
-    let versions: Vec<Value> = registry::group_versions()
+fn group_entry(defs: &[&'static ResourceDef], group: &str) -> Value {
+    let versions: Vec<Value> = sorted_versions(defs)
         .into_iter()
         .filter(|(g, _)| *g == group)
         .map(|(g, v)| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
@@ -73,20 +74,73 @@ fn group_entry(group: &str) -> Value {
     json!({"name": group, "versions": versions.clone(), "preferredVersion": versions[0]})
 }
 
+/// The group versions of `defs`, each group's versions in upstream's priority order
+/// (`v2` before `v1` before `v1beta1` before `v1alpha1`), so the first is the preferred one.
+/// Built-in groups serve one version each; custom groups may serve several.
+fn sorted_versions(defs: &[&'static ResourceDef]) -> Vec<(&'static str, &'static str)> {
+    let mut out = registry::group_versions_of(defs);
+    let order: Vec<&str> = {
+        let mut g: Vec<&str> = Vec::new();
+        for (x, _) in &out {
+            if !g.contains(x) {
+                g.push(x);
+            }
+        }
+        g
+    };
+    out.sort_by(|a, b| {
+        let ga = order.iter().position(|g| *g == a.0);
+        let gb = order.iter().position(|g| *g == b.0);
+        ga.cmp(&gb)
+            .then_with(|| version_priority(b.1).cmp(&version_priority(a.1)))
+    });
+    out
+}
+
+/// Upstream's version priority (`version.CompareKubeAwareVersionStrings`): GA above beta
+/// above alpha, higher numbers first within each; other names last.
+fn version_priority(v: &str) -> (u8, u64, u64) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Ok(major) = digits.parse::<u64>() else {
+        return (0, 0, 0);
+    };
+    let tail = &rest[digits.len()..];
+    let level = |s: &str, rank: u8| s.parse::<u64>().ok().map(|n| (rank, major, n));
+    match tail {
+        "" => (3, major, 0),
+        t if t.starts_with("beta") => level(&t[4..], 2).unwrap_or((0, 0, 0)),
+        t if t.starts_with("alpha") => level(&t[5..], 1).unwrap_or((0, 0, 0)),
+        _ => (0, 0, 0),
+    }
+}
+
 /// `/apis`.
 pub fn api_groups() -> Value {
+    api_groups_in(&registry::builtin())
+}
+
+/// `/apis` for `defs`.
+pub fn api_groups_in(defs: &[&'static ResourceDef]) -> Value {
     let mut groups: Vec<&str> = Vec::new();
-    for (g, _) in registry::group_versions() {
+    for (g, _) in registry::group_versions_of(defs) {
         if !g.is_empty() && !groups.contains(&g) {
             groups.push(g);
         }
     }
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups.into_iter().map(group_entry).collect::<Vec<_>>()})
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups.into_iter().map(|g| group_entry(defs, g)).collect::<Vec<_>>()})
 }
 
 /// `/apis/{group}`.
 pub fn api_group(group: &str) -> Value {
-    let mut v = group_entry(group);
+    api_group_in(&registry::builtin(), group)
+}
+
+/// `/apis/{group}` for `defs`.
+pub fn api_group_in(defs: &[&'static ResourceDef], group: &str) -> Value {
+    let mut v = group_entry(defs, group);
     v["kind"] = json!("APIGroup");
     v["apiVersion"] = json!("v1");
     v
@@ -94,8 +148,13 @@ pub fn api_group(group: &str) -> Value {
 
 /// `/api/v1` or `/apis/{group}/{version}`.
 pub fn resource_list(group: &str, version: &str) -> Value {
+    resource_list_in(&registry::builtin(), group, version)
+}
+
+/// `/api/v1` or `/apis/{group}/{version}` for `defs`.
+pub fn resource_list_in(defs: &[&'static ResourceDef], group: &str, version: &str) -> Value {
     let mut resources = Vec::new();
-    for d in RESOURCES.iter().filter(|d| d.group == group && d.version == version) {
+    for d in defs.iter().filter(|d| d.group == group && d.version == version) {
         let mut r = json!({
             "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced,
             "kind": d.kind, "verbs": d.verbs,
@@ -145,8 +204,13 @@ pub fn aggregated_version(headers: &HeaderMap) -> Option<&'static str> {
 
 /// The aggregated discovery document for the core group (`legacy`) or all named groups.
 pub fn aggregated(legacy: bool, version: &str) -> Value {
+    aggregated_in(&registry::builtin(), legacy, version)
+}
+
+/// The aggregated discovery document over `defs`.
+pub fn aggregated_in(defs: &[&'static ResourceDef], legacy: bool, version: &str) -> Value {
     let mut groups: Vec<&str> = Vec::new();
-    for (g, _) in registry::group_versions() {
+    for (g, _) in registry::group_versions_of(defs) {
         if g.is_empty() == legacy && !groups.contains(&g) {
             groups.push(g);
         }
@@ -154,11 +218,11 @@ pub fn aggregated(legacy: bool, version: &str) -> Value {
     let items: Vec<Value> = groups
         .into_iter()
         .map(|g| {
-            let versions: Vec<Value> = registry::group_versions()
+            let versions: Vec<Value> = sorted_versions(defs)
                 .into_iter()
                 .filter(|(gg, _)| *gg == g)
                 .map(|(_, v)| {
-                    let resources: Vec<Value> = RESOURCES
+                    let resources: Vec<Value> = defs
                         .iter()
                         .filter(|d| d.group == g && d.version == v)
                         .map(|d| {
@@ -199,9 +263,9 @@ pub fn aggregated(legacy: bool, version: &str) -> Value {
 }
 
 /// Serves `/api` or `/apis`, aggregated when asked.
-pub fn root(st: &AppState, legacy: bool, headers: &HeaderMap) -> Response {
+pub fn root(st: &AppState, defs: &[&'static ResourceDef], legacy: bool, headers: &HeaderMap) -> Response {
     if let Some(v) = aggregated_version(headers) {
-        let body = aggregated(legacy, v).to_string();
+        let body = aggregated_in(defs, legacy, v).to_string();
         let ct = format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList");
         return (
             [
@@ -212,7 +276,7 @@ pub fn root(st: &AppState, legacy: bool, headers: &HeaderMap) -> Response {
         )
             .into_response();
     }
-    let body = if legacy { api_versions(st) } else { api_groups() };
+    let body = if legacy { api_versions(st) } else { api_groups_in(defs) };
     json_response(200, &body, &[])
 }
 

@@ -155,6 +155,9 @@ fn roundtrip(def: &ResourceDef, v: &Value) -> Option<Result<Value, serde_json::E
         ("rbac.authorization.k8s.io", "clusterroles") => rt!(a::rbac::v1::ClusterRole),
         ("rbac.authorization.k8s.io", "rolebindings") => rt!(a::rbac::v1::RoleBinding),
         ("rbac.authorization.k8s.io", "clusterrolebindings") => rt!(a::rbac::v1::ClusterRoleBinding),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            rt!(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition)
+        }
         _ => None,
     }
 }
@@ -167,6 +170,19 @@ fn prune(def: &ResourceDef, mut v: Value) -> ApiResult<(Value, Vec<String>)> {
         m.entry("apiVersion")
             .or_insert_with(|| Value::String(def.api_version()));
         m.entry("kind").or_insert_with(|| Value::String(def.kind.to_string()));
+    }
+    // Custom objects have no Go type: upstream prunes them against their structural schema.
+    // Their metadata is an ObjectMeta all the same, decoded as the typed field it is.
+    if let Some(custom) = def.custom {
+        let mut unknown = Vec::new();
+        if let Some(m) = v.get("metadata").filter(|m| m.is_object()) {
+            let typed = serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(m.clone())
+                .and_then(serde_json::to_value)
+                .map_err(|e| ApiError::bad_request(format!("{} in body is invalid: {e}", def.kind)))?;
+            v["metadata"] = keep_known(m, &typed, "metadata", &mut unknown);
+        }
+        unknown.extend(super::crd::prune::prune(&custom.schema, &mut v));
+        return Ok((v, unknown));
     }
     match roundtrip(def, &v) {
         None => Ok((v, Vec::new())),

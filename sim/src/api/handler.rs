@@ -117,7 +117,8 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
             Err(ApiError::method_not_allowed(format!("{m} is not supported on {path}")))
         }
     };
-    match route::parse(&path) {
+    let defs = st.crds.all();
+    match route::parse_with(&path, &defs) {
         Route::Version => {
             get_only(&method)?;
             Ok(json_response(200, &discovery::version(), &[]))
@@ -125,16 +126,16 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
         Route::Health => Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()),
         Route::Api => {
             get_only(&method)?;
-            Ok(discovery::root(&st, true, &headers))
+            Ok(discovery::root(&st, &defs, true, &headers))
         }
         Route::Apis => {
             get_only(&method)?;
-            Ok(discovery::root(&st, false, &headers))
+            Ok(discovery::root(&st, &defs, false, &headers))
         }
-        Route::Group(g) => Ok(json_response(200, &discovery::api_group(&g), &[])),
-        Route::GroupVersion(g, v) => Ok(json_response(200, &discovery::resource_list(&g, &v), &[])),
-        Route::OpenApiRoot => Ok(json_response(200, &openapi::index(), &[])),
-        Route::OpenApiDoc(g, v) => Ok(json_response(200, &openapi::document(&g, &v), &[])),
+        Route::Group(g) => Ok(json_response(200, &discovery::api_group_in(&defs, &g), &[])),
+        Route::GroupVersion(g, v) => Ok(json_response(200, &discovery::resource_list_in(&defs, &g, &v), &[])),
+        Route::OpenApiRoot => Ok(json_response(200, &openapi::index_in(&defs), &[])),
+        Route::OpenApiDoc(g, v) => Ok(json_response(200, &openapi::document_in(&defs, &g, &v), &[])),
         Route::NotFound => Err(ApiError::no_route(&path)),
         Route::Resource(t) => {
             match t.sub.as_deref() {
@@ -163,6 +164,17 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
 /// Whether a PATCH is a server-side apply (`application/apply-patch+yaml`).
 fn is_apply(headers: &axum::http::HeaderMap) -> bool {
     matches!(super::patch::kind_of(headers), Ok(super::patch::PatchKind::Apply))
+}
+
+/// Upstream serves no strategic merge patch for custom resources: they have no Go struct
+/// carrying patch strategies, so the patch handler accepts only the other three types.
+fn refuse_strategic_for_custom(def: &super::registry::ResourceDef, headers: &axum::http::HeaderMap) -> ApiResult<()> {
+    if def.custom.is_some() && matches!(super::patch::kind_of(headers), Ok(super::patch::PatchKind::Strategic)) {
+        return Err(ApiError::unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a request body is Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
@@ -246,6 +258,7 @@ async fn resource(
         }
         (None, Some(_), m) if *m == Method::PATCH => {
             verb_ok("patch")?;
+            refuse_strategic_for_custom(def, headers)?;
             if is_apply(headers) {
                 return objects::apply_patch(st, t, q, headers, body).await;
             }
@@ -266,7 +279,10 @@ async fn resource(
                 ("status" | "approval", "PATCH") if is_apply(headers) => {
                     objects::apply_patch(st, t, q, headers, body).await
                 }
-                ("status" | "approval", "PATCH") => objects::patch_object(st, t, q, headers, body),
+                ("status" | "approval", "PATCH") => {
+                    refuse_strategic_for_custom(def, headers)?;
+                    objects::patch_object(st, t, q, headers, body)
+                }
                 ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body),
                 ("binding", "POST") => objects::bind(st, &ns, name, body),
                 ("eviction", "POST") => objects::evict(st, &ns, name, q, body),

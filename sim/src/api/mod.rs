@@ -10,6 +10,7 @@
 //! - [`objects`]: verbs and object subresources; [`watch`]: watch streams.
 //! - [`admission`], [`defaults`], [`validate`], [`fieldcheck`]: what happens before a write.
 //! - [`discovery`], [`openapi`], [`table`]: what kubectl reads to find and print things.
+//! - [`crd`]: CustomResourceDefinitions and the custom kinds they serve.
 //! - [`proxy`]: logs, exec and proxies forwarded to kubelets and pods.
 //! - [`transient`]: the transient fault switches (error answers, latency spikes, cut responses,
 //!   outages, cut watches).
@@ -18,6 +19,7 @@ pub mod admission;
 pub mod auth;
 pub mod bootstrap;
 pub mod convert;
+pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod error;

@@ -7,12 +7,14 @@
 //! shallow and carry no `x-kubernetes-group-version-kind`: with it, kubectl computes apply
 //! patches from these schemas and warns that it cannot find nested fields; without it, kubectl
 //! uses its compiled-in types for patch merge keys, which is exact for built-in kinds. The cost
-//! is that `kubectl explain` finds no schema.
+//! is that `kubectl explain` finds no schema for a built-in kind. Custom kinds carry their CRD's
+//! schema with the kind's identity, as upstream publishes them: kubectl computes no
+//! strategic patch for a kind it has no Go type for, and `kubectl explain` finds them.
 
 use serde_json::{Map, Value, json};
 
 use super::discovery::GIT_VERSION;
-use super::registry::{self, RESOURCES, ResourceDef};
+use super::registry::{self, ResourceDef};
 
 fn doc_path(group: &str, version: &str) -> String {
     if group.is_empty() {
@@ -32,17 +34,27 @@ fn hash(v: &Value) -> String {
 
 /// `/openapi/v3`.
 pub fn index() -> Value {
+    index_in(&registry::builtin())
+}
+
+/// `/openapi/v3` over `defs` (built-in and custom kinds).
+pub fn index_in(defs: &[&'static ResourceDef]) -> Value {
     let mut paths = Map::new();
-    for (g, v) in registry::group_versions() {
+    for (g, v) in registry::group_versions_of(defs) {
         let p = doc_path(g, v);
-        let url = format!("/openapi/v3/{p}?hash={}", hash(&document(g, v)));
+        let url = format!("/openapi/v3/{p}?hash={}", hash(&document_in(defs, g, v)));
         paths.insert(p, json!({"serverRelativeURL": url}));
     }
     json!({"paths": paths})
 }
 
-/// The schema name upstream uses for a kind, e.g. `io.k8s.api.core.v1.Pod`.
+/// The schema name upstream uses for a kind, e.g. `io.k8s.api.core.v1.Pod`; custom kinds
+/// are named by their reversed group (`com.example.v1.Widget`), as upstream's CRD builder does.
 pub fn schema_name(def: &ResourceDef) -> String {
+    if def.custom.is_some() {
+        let reversed: Vec<&str> = def.group.split('.').rev().collect();
+        return format!("{}.{}.{}", reversed.join("."), def.version, def.kind);
+    }
     let short = def.group.split('.').next().filter(|s| !s.is_empty()).unwrap_or("core");
     format!("io.k8s.api.{short}.{}.{}", def.version, def.kind)
 }
@@ -130,8 +142,13 @@ fn op_id(verb: &str, def: &ResourceDef, namespaced: bool) -> String {
     format!("{verb}{gv_c}{}{}", if namespaced { "Namespaced" } else { "" }, def.kind)
 }
 
-/// The document of one group-version.
+/// The document of one built-in group-version.
 pub fn document(group: &str, version: &str) -> Value {
+    document_in(&registry::builtin(), group, version)
+}
+
+/// The document of one group-version of `defs`.
+pub fn document_in(defs: &[&'static ResourceDef], group: &str, version: &str) -> Value {
     let mut paths = Map::new();
     let mut schemas = Map::new();
     let prefix = if group.is_empty() {
@@ -139,7 +156,11 @@ pub fn document(group: &str, version: &str) -> Value {
     } else {
         format!("/apis/{group}/{version}")
     };
-    for d in RESOURCES.iter().filter(|d| d.group == group && d.version == version) {
+    for d in defs
+        .iter()
+        .copied()
+        .filter(|d| d.group == group && d.version == version)
+    {
         let scope = if d.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}", d.plural)
         } else {
@@ -258,6 +279,16 @@ pub fn document(group: &str, version: &str) -> Value {
                 ),
             );
             paths.insert(format!("{prefix}/{}", d.plural), Value::Object(all));
+        }
+        if let Some(custom) = d.custom {
+            let name = schema_name(d);
+            let item_ref = format!("#/components/schemas/{name}");
+            schemas.insert(
+                format!("{name}List"),
+                super::crd::serve::openapi_list_schema(d, custom, &item_ref),
+            );
+            schemas.insert(name, super::crd::serve::openapi_schema(d, custom));
+            continue;
         }
         schemas.insert(
             schema_name(d),

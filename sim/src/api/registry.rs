@@ -45,6 +45,9 @@ pub struct ResourceDef {
     pub subresources: &'static [&'static str],
     /// Another resource whose storage this one shares (events.k8s.io events store as core events).
     pub storage_of: Option<(&'static str, &'static str)>,
+    /// What a CustomResourceDefinition says of this served version (schema, printer columns,
+    /// scale paths); `None` for built-in resources. See [`super::crd`].
+    pub custom: Option<&'static super::crd::Custom>,
 }
 
 impl ResourceDef {
@@ -59,6 +62,9 @@ impl ResourceDef {
 
     /// The list kind, `PodList`.
     pub fn list_kind(&self) -> String {
+        if let Some(c) = self.custom {
+            return c.list_kind.clone();
+        }
         format!("{}List", self.kind)
     }
 
@@ -92,6 +98,11 @@ impl ResourceDef {
     /// NetworkPolicy and IngressClass have no status but their strategies bump the generation
     /// on spec changes too; CSRs and VolumeAttachments have a status but never do.
     pub fn tracks_generation(&self) -> bool {
+        // Upstream's custom resource strategy sets generation 1 on create and bumps it on
+        // every change outside metadata (and status, when that is a subresource).
+        if self.custom.is_some() {
+            return true;
+        }
         (self.has_sub("status")
             && !matches!(
                 self.plural,
@@ -126,6 +137,7 @@ const fn def(
         verbs,
         subresources,
         storage_of: None,
+        custom: None,
     }
 }
 
@@ -212,6 +224,8 @@ pub static RESOURCES: &[ResourceDef] = &[
     def("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", NONE, NONE, false, RW, NONE),
     def("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", NONE, NONE, true, RW, NONE),
     def("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", NONE, NONE, true, RW, NONE),
+    def("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+        "customresourcedefinition", &["crd", "crds"], &["api-extensions"], false, RW, &["status"]),
 ];
 
 /// The served group versions in discovery order: `("", "v1")` first.
@@ -223,6 +237,23 @@ pub fn group_versions() -> Vec<(&'static str, &'static str)> {
         }
     }
     out
+}
+
+/// The group versions of `defs` in order of first appearance.
+pub fn group_versions_of(defs: &[&'static ResourceDef]) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for r in defs {
+        if !out.contains(&(r.group, r.version)) {
+            out.push((r.group, r.version));
+        }
+    }
+    out
+}
+
+/// Every built-in resource, as references (custom ones are appended per server; see
+/// [`super::crd::Table::all`]).
+pub fn builtin() -> Vec<&'static ResourceDef> {
+    RESOURCES.iter().collect()
 }
 
 /// Looks a resource up by group, version and plural.

@@ -50,8 +50,14 @@ pub struct Target {
     pub legacy_watch: bool,
 }
 
-/// Parses a path.
+/// Parses a path against the built-in resources only.
 pub fn parse(path: &str) -> Route {
+    parse_with(path, &registry::builtin())
+}
+
+/// Parses a path against `defs`: the built-in resources and a server's custom ones.
+pub fn parse_with(path: &str, defs: &[&'static ResourceDef]) -> Route {
+    let serves = |g: &str, v: &str| defs.iter().any(|d| d.group == g && d.version == v);
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let trailing_empty = path.len() > 1 && path.ends_with('/');
     let segs: Vec<&str> = if trailing_empty {
@@ -65,13 +71,13 @@ pub fn parse(path: &str) -> Route {
         ["api"] => Route::Api,
         ["apis"] => Route::Apis,
         ["api", "v1"] => Route::GroupVersion(String::new(), "v1".into()),
-        ["apis", g] if registry::group_versions().iter().any(|(gg, _)| gg == g) => Route::Group(g.to_string()),
-        ["apis", g, v] if registry::serves(g, v) => Route::GroupVersion(g.to_string(), v.to_string()),
+        ["apis", g] if defs.iter().any(|d| d.group == *g) => Route::Group(g.to_string()),
+        ["apis", g, v] if serves(g, v) => Route::GroupVersion(g.to_string(), v.to_string()),
         ["openapi", "v3"] => Route::OpenApiRoot,
         ["openapi", "v3", "api", "v1"] => Route::OpenApiDoc(String::new(), "v1".into()),
-        ["openapi", "v3", "apis", g, v] if registry::serves(g, v) => Route::OpenApiDoc(g.to_string(), v.to_string()),
-        ["api", "v1", rest @ ..] => resource("", "v1", rest),
-        ["apis", g, v, rest @ ..] if registry::serves(g, v) => resource(g, v, rest),
+        ["openapi", "v3", "apis", g, v] if serves(g, v) => Route::OpenApiDoc(g.to_string(), v.to_string()),
+        ["api", "v1", rest @ ..] => resource(defs, "", "v1", rest),
+        ["apis", g, v, rest @ ..] if serves(g, v) => resource(defs, g, v, rest),
         _ => Route::NotFound,
     }
 }
@@ -80,26 +86,27 @@ fn decode(s: &str) -> String {
     percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
-fn resource(group: &str, version: &str, rest: &[&str]) -> Route {
+fn resource(defs: &[&'static ResourceDef], group: &str, version: &str, rest: &[&str]) -> Route {
+    let find = |plural: &str| {
+        defs.iter()
+            .copied()
+            .find(|d| d.group == group && d.version == version && d.plural == plural)
+    };
     let (legacy_watch, rest) = match rest {
         ["watch", more @ ..] => (true, more),
         other => (false, other),
     };
     let (namespace, rest) = match rest {
-        ["namespaces", ns, plural, more @ ..]
-            if registry::find(group, version, plural).is_some_and(|d| d.namespaced) =>
-        {
-            (
-                Some(decode(ns)),
-                std::iter::once(*plural).chain(more.iter().copied()).collect::<Vec<_>>(),
-            )
-        }
+        ["namespaces", ns, plural, more @ ..] if find(plural).is_some_and(|d| d.namespaced) => (
+            Some(decode(ns)),
+            std::iter::once(*plural).chain(more.iter().copied()).collect::<Vec<_>>(),
+        ),
         other => (None, other.to_vec()),
     };
     let Some((plural, after)) = rest.split_first() else {
         return Route::NotFound;
     };
-    let Some(def) = registry::find(group, version, plural) else {
+    let Some(def) = find(plural) else {
         return Route::NotFound;
     };
     let name = after.first().map(|s| decode(s));

@@ -69,6 +69,8 @@ pub struct Shared {
     conn_drops: watch::Sender<u64>,
     /// When the server started (for `/version` and `Age` sanity).
     pub started: std::time::Instant,
+    /// The custom kinds this server's CustomResourceDefinitions serve.
+    pub crds: super::crd::Table,
 }
 
 /// The cheap-to-clone handle to the state.
@@ -105,6 +107,7 @@ impl AppState {
             watch_cut,
             conn_drops,
             started: std::time::Instant::now(),
+            crds: super::crd::Table::default(),
         }));
         super::bootstrap::bootstrap(&st);
         st

@@ -12,17 +12,18 @@ use super::error::Cause;
 use super::registry::ResourceDef;
 use super::selector::LabelSelector;
 
-static SUBDOMAIN: LazyLock<Regex> =
+pub(crate) static SUBDOMAIN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").expect("regex"));
 static LABEL_1123: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").expect("regex"));
-static LABEL_1035: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").expect("regex"));
+pub(crate) static LABEL_1035: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").expect("regex"));
 static LABEL_VALUE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").expect("regex"));
 static CONFIG_KEY: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[-._a-zA-Z0-9]+$").expect("regex"));
 
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+pub(crate) const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const LABEL_1123_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const LABEL_1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+pub(crate) const LABEL_1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 /// The port protocols, in upstream's message order.
 const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 
@@ -40,6 +41,8 @@ fn name_rule(def: &ResourceDef) -> NameRule {
     match def.plural {
         "namespaces" => NameRule::Label1123,
         "services" => NameRule::Label1035,
+        // Upstream validates custom object names as path segments only.
+        _ if def.custom.is_some() => NameRule::PathSegment,
         _ if def.group == "rbac.authorization.k8s.io" => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
@@ -91,6 +94,12 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
     let name = s(obj, "/metadata/name");
     if !name.is_empty() {
         check_name(name, name_rule(def), "metadata.name", &mut out);
+    }
+    if let Some(custom) = def.custom {
+        out.extend(super::crd::schema::validate(&custom.schema, obj, old));
+    }
+    if (def.group, def.plural) == (super::crd::GROUP, "customresourcedefinitions") {
+        super::crd::validate::validate(obj, old, &mut out);
     }
     if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
         for (k, v) in labels {

@@ -72,6 +72,15 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
         ("batch", "jobs") => job_selector(obj),
         ("", "nodes") => {}
         ("certificates.k8s.io", "certificatesigningrequests") => csr_requestor(obj),
+        (super::crd::GROUP, "customresourcedefinitions") => obj["status"] = super::crd::initial_status(obj),
+        // Upstream's custom resource strategy drops status on create when it is a subresource.
+        _ if def.custom.is_some() => {
+            if def.has_sub("status")
+                && let Some(m) = obj.as_object_mut()
+            {
+                m.remove("status");
+            }
+        }
         _ if def.has_sub("status") => {
             obj["status"] = json!({});
         }
@@ -98,6 +107,7 @@ fn rbac_escalation(st: &AppState, def: &ResourceDef, obj: &Value) -> ApiResult<(
 pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value) -> ApiResult<()> {
     defaults::apply(def, new);
     match (def.group, def.plural) {
+        (super::crd::GROUP, "customresourcedefinitions") => super::crd::carry_status(old, new),
         ("", "namespaces") => {
             new["spec"] = old.get("spec").cloned().unwrap_or(json!({}));
             let name = meta::name(old).to_string();

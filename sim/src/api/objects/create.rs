@@ -72,6 +72,7 @@ pub async fn create(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
     if !registry::is_stored(def) {
         return admission::review(st, def, obj).map(|v| json_response(201, &v, &warnings));
     }
+    crate::api::crd::refuse_create_while_terminating(st, def)?;
     let manager = ssa::manager_of(q, headers, "CreateOptions", false)?;
     insert(
         st,
@@ -173,7 +174,10 @@ pub async fn insert(
             return Ok(json_response(201, &present(def, candidate), warnings));
         }
         match st.store.create(&def.storage_key(), &ns, &name, candidate) {
-            Ok(written) => return Ok(json_response(201, &present(def, written), warnings)),
+            Ok(written) => {
+                crate::api::crd::after_write(st, def, &name);
+                return Ok(json_response(201, &present(def, written), warnings));
+            }
             Err(StoreError::Exists) if explicit.is_empty() && attempt < 7 => continue,
             Err(e) => return Err(store_err(def, &name, e)),
         }

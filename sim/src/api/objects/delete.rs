@@ -177,6 +177,27 @@ pub fn delete_one(st: &AppState, def: &ResourceDef, ns: &str, name: &str, opts: 
             .map_err(|e| store_err(def, name, e));
     }
 
+    if (def.group, def.plural) == (crate::api::crd::GROUP, "customresourcedefinitions") {
+        // Upstream's CRD delete: the first call adds the cleanup finalizer, the Terminating
+        // condition and deletionTimestamp and answers with the CRD; the finalizing
+        // controller then empties and removes it.
+        if meta::is_deleting(&obj) {
+            return Ok(present(def, obj));
+        }
+        let mut new = obj.clone();
+        crate::api::crd::mark_for_deletion(&mut new);
+        meta::meta_mut(&mut new).insert("deletionTimestamp".into(), json!(meta::now()));
+        meta::meta_mut(&mut new).insert("deletionGracePeriodSeconds".into(), json!(0));
+        if opts.dry_run {
+            return Ok(present(def, new));
+        }
+        let written = st
+            .store
+            .update(&key, ns, name, new, Some(rv_of(&obj)))
+            .map_err(|e| store_err(def, name, e))?;
+        crate::api::crd::reconcile(st, name);
+        return Ok(present(def, written));
+    }
     let mut grace = 0i64;
     if def.plural == "pods" {
         let bound = obj

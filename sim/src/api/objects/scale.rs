@@ -10,15 +10,33 @@ use super::{Query, is_dry_run, json_response, scope_ns, store_err, stored, targe
 use crate::api::error::{ApiError, ApiResult, Cause};
 use crate::api::meta;
 use crate::api::patch;
+use crate::api::registry::ResourceDef;
 use crate::api::route::Target;
 use crate::api::ssa::{self, Tracking};
 use crate::api::state::AppState;
 use crate::api::store::{StoreError, rv_of};
 
-/// The `autoscaling/v1` Scale view of a scalable object.
-fn scale_of(obj: &Value) -> Value {
-    let sel = obj.pointer("/spec/selector").map(selector_string).unwrap_or_default();
-    let mut scale = json!({
+/// The `autoscaling/v1` Scale view of a scalable object; a custom kind's counts and selector
+/// come from the paths its CRD declares.
+fn scale_of(def: &ResourceDef, obj: &Value) -> Value {
+    let mut scale = match def.custom.and_then(|c| crate::api::crd::serve::scale_fields(c, obj)) {
+        Some((spec, status, selector)) => scale_view(obj, json!(spec), json!(status), selector),
+        None => scale_view(
+            obj,
+            obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1)),
+            obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            obj.pointer("/spec/selector").map(selector_string).unwrap_or_default(),
+        ),
+    };
+    if let Some(mf) = ssa::to_subresource(obj) {
+        scale["metadata"]["managedFields"] = mf;
+    }
+    scale
+}
+
+/// A Scale with the given counts and selector for `obj`.
+fn scale_view(obj: &Value, spec: Value, status: Value, selector: String) -> Value {
+    json!({
         "apiVersion": "autoscaling/v1",
         "kind": "Scale",
         "metadata": {
@@ -26,13 +44,9 @@ fn scale_of(obj: &Value) -> Value {
             "uid": obj.pointer("/metadata/uid"), "resourceVersion": obj.pointer("/metadata/resourceVersion"),
             "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
         },
-        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
-        "status": {"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": sel},
-    });
-    if let Some(mf) = ssa::to_subresource(obj) {
-        scale["metadata"]["managedFields"] = mf;
-    }
-    scale
+        "spec": {"replicas": spec},
+        "status": {"replicas": status, "selector": selector},
+    })
 }
 
 /// A label selector object in its string form (`app=web,tier in (a,b)`).
@@ -91,7 +105,7 @@ pub fn scale(
     };
     for _ in 0..5 {
         let old = stored(st, def, &ns, &name)?;
-        let current = scale_of(&old);
+        let current = scale_of(def, &old);
         let wanted = match *method {
             axum::http::Method::GET => return Ok(json_response(200, &current, &[])),
             axum::http::Method::PUT => {
@@ -130,9 +144,12 @@ pub fn scale(
             ));
         }
         let mut new = old.clone();
-        new["spec"]["replicas"] = json!(replicas);
+        match def.custom {
+            Some(c) => crate::api::crd::serve::set_replicas(c, &mut new, replicas),
+            None => new["spec"]["replicas"] = json!(replicas),
+        }
         match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q), tracking) {
-            Ok(written) => return Ok(json_response(200, &scale_of(&written), &[])),
+            Ok(written) => return Ok(json_response(200, &scale_of(def, &written), &[])),
             Err(e) if e.reason == "Conflict" && user_rv.is_none() => continue,
             Err(e) => return Err(e),
         }
@@ -176,7 +193,7 @@ fn apply(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8])
             is_dry_run(q),
             Tracking::Applied,
         ) {
-            Ok(written) => return Ok(json_response(200, &scale_of(&written), &[])),
+            Ok(written) => return Ok(json_response(200, &scale_of(def, &written), &[])),
             Err(e) if e.reason == "Conflict" => continue,
             Err(e) => return Err(e),
         }

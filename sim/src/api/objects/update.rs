@@ -91,6 +91,24 @@ fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Opti
     }
 }
 
+/// Whether an update changes what bumps `metadata.generation`: the spec, or for a custom
+/// object everything but metadata (and status, when it is a subresource), as upstream's
+/// custom resource strategy compares.
+fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
+    if def.custom.is_none() {
+        return old.get("spec") != new.get("spec");
+    }
+    let content = |v: &Value| {
+        let mut m = v.as_object().cloned().unwrap_or_default();
+        m.remove("metadata");
+        if def.has_sub("status") {
+            m.remove("status");
+        }
+        m
+    };
+    content(old) != content(new)
+}
+
 /// Stores an update of `old` to `new`: system fields, admission, generation, managed fields,
 /// no-op detection, finalizer completion. `precondition` is the resourceVersion the client
 /// asked to update; `tracking` says how managedFields are kept (an apply has set them).
@@ -125,7 +143,7 @@ pub fn commit(
             return Err(ApiError::invalid(def.group, def.kind, &name, causes));
         }
     }
-    if def.tracks_generation() && old.get("spec") != new.get("spec") {
+    if def.tracks_generation() && spec_changed(def, old, &new) {
         let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
         meta::meta_mut(&mut new).insert("generation".into(), json!(g + 1));
     }
@@ -139,17 +157,22 @@ pub fn commit(
         if dry_run {
             return Ok(new);
         }
-        return st
+        let removed = st
             .store
             .remove(&key, &ns, &name, Some(rv_of(old)))
-            .map_err(|e| store_err(def, &name, e));
+            .map_err(|e| store_err(def, &name, e))?;
+        crate::api::crd::after_write(st, def, &name);
+        return Ok(removed);
     }
     if &new == old || dry_run {
         return Ok(new);
     }
-    st.store
+    let written = st
+        .store
         .update(&key, &ns, &name, new, Some(rv_of(old)))
-        .map_err(|e| store_err(def, &name, e))
+        .map_err(|e| store_err(def, &name, e))?;
+    crate::api::crd::after_write(st, def, &name);
+    Ok(written)
 }
 
 /// PUT of an object or of its status/finalize subresource (the target's).

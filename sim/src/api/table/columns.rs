@@ -246,7 +246,8 @@ const HORIZONTALPODAUTOSCALERS: &[Column] = &[
     string("Replicas", 0, |o| json!(i(o, "/status/currentReplicas").to_string())),
     AGE,
 ];
-/// Roles and ClusterRoles: upstream prints the creation time itself, not an age.
+/// Roles, ClusterRoles and CRDs (upstream's default table convertor): the creation time
+/// itself, not an age.
 const ROLES: &[Column] = &[
     NAME,
     column("Created At", "date", 0, |o| json!(s(o, "/metadata/creationTimestamp"))),
@@ -286,6 +287,8 @@ const OTHERS: &[Column] = &[NAME, AGE];
 /// The columns of a kind's Table, upstream's printers for the served kinds.
 pub(super) fn columns(def: &ResourceDef) -> &'static [Column] {
     match (def.group, def.plural) {
+        // Upstream's default table convertor: the name and the creation time itself.
+        ("apiextensions.k8s.io", "customresourcedefinitions") => ROLES,
         ("", "pods") => PODS,
         ("", "nodes") => NODES,
         ("", "services") => SERVICES,

@@ -120,6 +120,9 @@ fn container_list(obj: &Value, spec: &str, field: &str) -> String {
 
 /// A Table of `items`; `list_meta` is the list's metadata (None for one object or a watch event).
 pub fn render(def: &ResourceDef, items: &[Value], opts: &TableOpts, list_meta: Option<Value>) -> Value {
+    if let Some(custom) = def.custom {
+        return super::crd::serve::table(custom, items, &opts.include, list_meta);
+    }
     let cols: Vec<Value> = columns(def)
         .iter()
         .map(|c| {
