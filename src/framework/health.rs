@@ -41,6 +41,10 @@ impl super::Framework {
 
     /// Waits until [`WATCHES_RESUME`] has passed since the last API server outage ended (no
     /// wait when there was none or it is long over), within the case's time.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "other components' watches cannot be watched from here: the wait is their backoff"
+    )]
     pub async fn settle_after_outage(&self) {
         let from = Instant::now().checked_sub(WATCHES_RESUME).unwrap_or_else(Instant::now);
         let Some(end) = crate::cluster::retry::journal().outage_since(from) else {
