@@ -217,6 +217,11 @@ fn transient_faults_fail_no_case_that_passes_without_them() {
     }
     println!("\n{table}");
     eprintln!("\n{table}");
+    // Also kept beside the logs, for the README's figures after a passing (silent) run.
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("fault-matrix").join("table.md"),
+        &table,
+    );
     assert!(
         !passing.is_empty(),
         "the healthy run passed nothing: {:?}",
