@@ -219,7 +219,9 @@ fn transient_faults_fail_no_case_that_passes_without_them() {
     eprintln!("\n{table}");
     // Also kept beside the logs, for the README's figures after a passing (silent) run.
     let _ = std::fs::write(
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("fault-matrix").join("table.md"),
+        Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("fault-matrix")
+            .join("table.md"),
         &table,
     );
     assert!(
