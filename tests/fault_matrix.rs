@@ -70,7 +70,8 @@ fn run_config(label: &str, faults: &str, planned: &BTreeSet<String>) -> Outcome 
     // Warnings, and every exec's start and end on both sides, in the kept sim.log.
     let mut sim_args = vec![
         "--log",
-        "crossconf_sim=warn,crossconf_sim::node::server=debug,crossconf_sim::api::proxy=debug",
+        "crossconf_sim=warn,crossconf_sim::node::server=debug,crossconf_sim::api::proxy=debug,\
+         crossconf_sim::node::kubelet::pod_worker=debug",
     ];
     if !faults.is_empty() {
         sim_args.extend(["--faults", faults]);
@@ -115,12 +116,34 @@ fn run_config(label: &str, faults: &str, planned: &BTreeSet<String>) -> Outcome 
     let _ = std::fs::write(keep.join("run.log"), [&out.stdout[..], &out.stderr[..]].concat());
     let _ = std::fs::copy(&junit, keep.join("junit_01.xml"));
     outcome.log_problems.extend(log_problems("sim", &sim_log));
+    outcome.leaked = outcome.leaked.iter().map(|l| with_pod_history(l, &sim_log)).collect();
     outcome.wall = t0.elapsed();
     // Failure messages help whoever reads a red matrix.
     for (case, message) in failure_messages(&junit) {
         eprintln!("[{label}] FAILED {case}: {message}");
     }
     outcome
+}
+
+/// A leftover as the leak check names it, followed by what the simulator's kubelet logged about
+/// the pod it names (its worker, deletion, final delete): a leak seen only on CI has no kept
+/// sim.log to read afterwards, so the evidence travels in the failure message.
+fn with_pod_history(leftover: &str, sim_log: &str) -> String {
+    let Some(pod) = leftover
+        .split("(pod ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+    else {
+        return leftover.to_string();
+    };
+    let lines: Vec<&str> = sim_log.lines().filter(|l| l.contains(pod)).collect();
+    let tail = &lines[lines.len().saturating_sub(25)..];
+    format!(
+        "{leftover}; the simulator's log about {pod} ({} lines, last {}):\n{}",
+        lines.len(),
+        tail.len(),
+        tail.join("\n")
+    )
 }
 
 #[test]

@@ -513,6 +513,72 @@ async fn graceful_pod_deletion_and_finalizers() {
     srv.shutdown().await;
 }
 
+/// A kubelet's final delete (grace 0, UID precondition) racing its own status writes must
+/// succeed: upstream's store retries a delete whose object changed under it and never
+/// answers "the object has been modified" to a DELETE without a resourceVersion precondition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn final_delete_racing_status_writes_succeeds() {
+    let (srv, client) = start(11).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let n = 100;
+    for i in 0..n {
+        let name = format!("race-{i}");
+        pods.create(&PostParams::default(), &pod(&name, json!({}), Some("n1")))
+            .await
+            .unwrap();
+        pods.delete(&name, &DeleteParams::default()).await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let pods = pods.clone();
+        tasks.push(tokio::spawn(async move {
+            let name = format!("race-{i}");
+            let uid = pods.get(&name).await.unwrap().metadata.uid.unwrap();
+            let writer = {
+                let (pods, name) = (pods.clone(), name.clone());
+                tokio::spawn(async move {
+                    for k in 0..200 {
+                        let status = json!({"status": {"message": format!("write {k}")}});
+                        if pods
+                            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(5 + i % 20)).await;
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            let out = pods
+                .delete(&name, &dp)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{name}: {e}"));
+            writer.abort();
+            out
+        }));
+    }
+    let mut failures = Vec::new();
+    for t in tasks {
+        if let Err(e) = t.await.unwrap() {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "final deletes failed: {failures:?}");
+    let left = pods.list(&ListParams::default()).await.unwrap().items.len();
+    assert_eq!(left, 0, "pods left after their final delete");
+    srv.shutdown().await;
+}
+
 #[tokio::test]
 async fn namespace_lifecycle() {
     let (srv, client) = start(7).await;

@@ -112,7 +112,23 @@ fn success_status(def: &ResourceDef, obj: &Value) -> Value {
 
 /// Deletes one object following its deletion rules; returns the HTTP body (the object while
 /// deletion is pending, else the deleted object or a Status, as upstream's registries do).
+///
+/// Upstream's store reads, checks and writes in a loop that starts again from a fresh read
+/// when another write got in between (etcd3 `conditionalDelete`, `GuaranteedUpdate` for the
+/// graceful path): a DELETE never answers "the object has been modified". Without the loop a
+/// kubelet's status write racing its own final delete made the delete fail with 409, and a
+/// kubelet taking that 409 for "already gone" stranded the pod in Terminating.
 pub fn delete_one(st: &AppState, def: &ResourceDef, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<Value> {
+    let mut tries = 0;
+    loop {
+        match delete_attempt(st, def, ns, name, opts) {
+            Err(e) if super::is_stale_write(&e) && tries < 32 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
+fn delete_attempt(st: &AppState, def: &ResourceDef, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<Value> {
     let key = def.storage_key();
     let obj = stored(st, def, ns, name)?;
     if opts

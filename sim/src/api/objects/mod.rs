@@ -76,16 +76,21 @@ fn is_dry_run(q: &Query) -> bool {
     q.get("dryRun").is_some_and(|v| v == "All")
 }
 
+/// Why a write whose expected resourceVersion is no longer current fails (upstream's
+/// `OptimisticLockErrorMsg`).
+const STALE: &str = "the object has been modified; please apply your changes to the latest version and try again";
+
+/// Whether `e` is the optimistic-lock conflict of a store write (as opposed to a failed
+/// precondition the client asked for).
+fn is_stale_write(e: &ApiError) -> bool {
+    e.code == 409 && e.message.ends_with(STALE)
+}
+
 fn store_err(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
     match e {
         StoreError::Exists => ApiError::already_exists(def.group, def.plural, name),
         StoreError::NotFound => ApiError::not_found(def.group, def.plural, name),
-        StoreError::Conflict => ApiError::conflict(
-            def.group,
-            def.plural,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        ),
+        StoreError::Conflict => ApiError::conflict(def.group, def.plural, name, STALE),
     }
 }
 

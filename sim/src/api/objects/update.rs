@@ -201,7 +201,6 @@ pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &
             ));
         }
     }
-    let old = stored(st, def, &ns, &name)?;
     let precondition = obj
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -213,20 +212,30 @@ pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &
         ),
         None => None,
     };
-    let mut obj = obj;
-    if sub == Some("finalize") {
-        // Only spec.finalizers changes through finalize.
-        let mut out = old.clone();
-        out["spec"]["finalizers"] = obj.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
-        obj = out;
-    }
     let manager = ssa::manager_of(q, headers, "UpdateOptions", false)?;
     let tracking = Tracking::Update {
         manager: &manager,
         subresource: sub.unwrap_or_default(),
     };
-    let written = commit(st, def, &old, obj, sub, precondition, is_dry_run(q), tracking)?;
-    Ok(json_response(200, &present(def, written), &warnings))
+    // An update without a resourceVersion is unconditional: upstream's GuaranteedUpdate
+    // starts again from a fresh read when another write got in between, so only a client's
+    // own stale resourceVersion answers 409.
+    let mut tries = 0;
+    loop {
+        let old = stored(st, def, &ns, &name)?;
+        let mut new = obj.clone();
+        if sub == Some("finalize") {
+            // Only spec.finalizers changes through finalize.
+            let mut out = old.clone();
+            out["spec"]["finalizers"] = new.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+            new = out;
+        }
+        match commit(st, def, &old, new, sub, precondition, is_dry_run(q), tracking) {
+            Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
+            Err(e) if precondition.is_none() && super::is_stale_write(&e) && tries < 32 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// PATCH of an object or its status subresource (the target's).

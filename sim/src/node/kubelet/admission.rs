@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Patch, PatchParams};
 use tracing::debug;
 
 use crossconf_model::os::OS_LABEL;
@@ -52,17 +52,7 @@ pub(super) async fn reject(kl: Arc<Kubelet>, pod: Pod, reason: &'static str, mes
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(kl.client.clone(), &ns);
     if pod.metadata.deletion_timestamp.is_some() {
-        let dp = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        if let Err(e) = api.delete(&name, &dp).await {
-            debug!(pod = %name, error = %e, "deleting a rejected pod failed");
-        }
+        super::pod_worker::final_delete(&kl, &ns, &name, &uid).await;
         return;
     }
     let status = pod.status.as_ref();

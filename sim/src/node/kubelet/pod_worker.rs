@@ -51,6 +51,7 @@ pub(super) async fn pod_watch(kl: Arc<Kubelet>) {
             Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => on_pod(&kl, p),
             Ok(watcher::Event::Delete(p)) => {
                 let uid = p.metadata.uid.clone().unwrap_or_default();
+                debug!(node = %kl.cfg.name, pod = ?p.metadata.name, %uid, "pod gone from the API");
                 if let Some(rt) = kl.pods.lock().expect("pods lock").remove(&uid) {
                     rt.deleting.cancel();
                     rt.gone.cancel();
@@ -78,7 +79,8 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
     let deleting = deleting && !kl.net.faults().is_on("termination-stuck");
     if let Some(rt) = pods.get(&uid) {
         *rt.pod.lock().expect("pod lock") = p;
-        if deleting {
+        if deleting && !rt.deleting.is_cancelled() {
+            debug!(node = %kl.cfg.name, pod = %rt.name, %uid, "pod deletion seen: terminating");
             rt.deleting.cancel();
         }
         return;
@@ -114,6 +116,7 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
         deleting: deleting_token,
         gone: CancellationToken::new(),
     });
+    debug!(node = %kl.cfg.name, pod = %rt.name, %uid, deleting, "pod seen: starting its worker");
     if deleting {
         rt.deleting.cancel();
     }
@@ -154,6 +157,7 @@ async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
         rt.halted.cancel();
     }
     terminate(&kl, &rt).await;
+    debug!(node = %kl.cfg.name, pod = %rt.name, uid = %rt.uid, "pod containers stopped");
     runner_abort.abort();
     rt.touch();
     tokio::time::sleep(Duration::from_millis(30)).await;
@@ -162,31 +166,7 @@ async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
         kl.release_ip(n);
     }
     if !rt.gone.is_cancelled() && !kl.cancel.is_cancelled() {
-        let api: Api<Pod> = Api::namespaced(kl.client.clone(), &rt.namespace);
-        let dp = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid: Some(rt.uid.clone()),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        // The kubelet's status manager keeps trying on every sync until the API server takes
-        // the final delete (a 500 or a refused connection must not strand the pod, and with it
-        // its namespace, in Terminating); a 404 or a UID precondition conflict means it is done.
-        let mut delay = Duration::from_millis(200);
-        loop {
-            match api.delete(&rt.name, &dp).await {
-                Ok(_) => break,
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => break,
-                Err(e) => debug!(pod = %rt.name, error = %e, "final pod delete failed; retrying"),
-            }
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = kl.cancel.cancelled() => break,
-            }
-            delay = (delay * 2).min(Duration::from_secs(5));
-        }
+        final_delete(&kl, &rt.namespace, &rt.name, &rt.uid).await;
     }
     rt.gone.cancel();
     writer.abort();
@@ -198,6 +178,45 @@ async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
     let dir = kl.cfg.root_dir.join("pods").join(&rt.uid);
     if let Err(e) = std::fs::remove_dir_all(&dir) {
         debug!(dir = %dir.display(), error = %e, "pod directory not removed");
+    }
+}
+
+/// The kubelet's final delete of a pod whose containers are all stopped (grace period 0, UID
+/// precondition). The status manager keeps trying on every sync until the API server takes
+/// it (a 500 or a refused connection must not strand the pod, and with it its namespace, in
+/// Terminating); a 404 or a failed UID precondition (another pod of the same name now) means
+/// it is done. Any other 409 is retried like a 500: taking it for "gone" once stranded a pod
+/// whose delete raced a status write. Gives up only when the kubelet stops.
+pub(super) async fn final_delete(kl: &Kubelet, namespace: &str, name: &str, uid: &str) {
+    let api: Api<Pod> = Api::namespaced(kl.client.clone(), namespace);
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match api.delete(name, &dp).await {
+            Ok(_) => {
+                debug!(pod = %name, %uid, "final pod delete done");
+                return;
+            }
+            Err(kube::Error::Api(s))
+                if s.code == 404 || (s.code == 409 && s.message.contains("Precondition failed: UID")) =>
+            {
+                debug!(pod = %name, %uid, code = s.code, message = %s.message, "final pod delete: already gone");
+                return;
+            }
+            Err(e) => debug!(pod = %name, error = %e, "final pod delete failed; retrying"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = kl.cancel.cancelled() => return,
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
     }
 }
 
