@@ -55,6 +55,15 @@ pub fn to_storage(def: &ResourceDef, obj: Value) -> Value {
     v
 }
 
+/// Whether [`from_storage`] would return `obj` unchanged (the common case: a stored pod already
+/// names its apiVersion and kind), so a list can serve the stored copy without copying it.
+pub fn served_as_stored(def: &ResourceDef, obj: &Value) -> bool {
+    !is_new_events(def)
+        && obj.get("apiVersion").and_then(Value::as_str) == Some(def.api_version().as_str())
+        && obj.get("kind").and_then(Value::as_str) == Some(def.kind)
+        && super::zero::is_filled(def, obj)
+}
+
 /// Converts a stored object into the form served for `def`, with its apiVersion and kind and
 /// the zero values Go would marshal ([`super::zero`]).
 pub fn from_storage(def: &ResourceDef, obj: Value) -> Value {

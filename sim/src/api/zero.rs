@@ -68,6 +68,17 @@ const STATUS: &[StatusZeros] = &[
     ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations", &[]),
 ];
 
+/// Whether [`fill`] would leave `obj` as it is.
+pub fn is_filled(def: &ResourceDef, obj: &Value) -> bool {
+    let Some((_, _, fields)) = STATUS.iter().find(|(g, p, _)| *g == def.group && *p == def.plural) else {
+        return true;
+    };
+    let Some(s) = obj.get("status").and_then(Value::as_object) else {
+        return false;
+    };
+    fields.iter().all(|(k, _)| s.contains_key(*k)) && (def.plural != "ingresses" || s.contains_key("loadBalancer"))
+}
+
 /// Adds the zero-valued fields Go would marshal for an object of `def`; present fields stay.
 pub fn fill(def: &ResourceDef, obj: &mut Value) {
     let Some(m) = obj.as_object_mut() else { return };
@@ -119,5 +130,21 @@ mod tests {
         let mut cm = json!({"data": {}});
         fill(find("", "v1", "configmaps").unwrap(), &mut cm);
         assert_eq!(cm, json!({"data": {}}));
+    }
+
+    #[test]
+    fn is_filled_says_whether_fill_changes_anything() {
+        let sts_def = find("apps", "v1", "statefulsets").unwrap();
+        let mut sts = json!({"status": {"replicas": 3}});
+        assert!(!is_filled(sts_def, &sts));
+        fill(sts_def, &mut sts);
+        assert!(is_filled(sts_def, &sts));
+        assert!(!is_filled(sts_def, &json!({"spec": {}})), "no status at all");
+        let ing = find("networking.k8s.io", "v1", "ingresses").unwrap();
+        let mut i = json!({"status": {}});
+        assert!(!is_filled(ing, &i));
+        fill(ing, &mut i);
+        assert!(is_filled(ing, &i));
+        assert!(is_filled(find("", "v1", "configmaps").unwrap(), &json!({"data": {}})));
     }
 }

@@ -45,6 +45,16 @@ pub use update::{commit, patch_object, update};
 /// Query parameters as a map.
 pub type Query = HashMap<String, String>;
 
+/// A JSON response from an already serialised body (a list written item by item).
+pub fn json_bytes_response(code: u16, body: Vec<u8>) -> Response {
+    (
+        axum::http::StatusCode::from_u16(code).unwrap_or(axum::http::StatusCode::OK),
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
 /// A JSON response with warnings from field validation.
 pub fn json_response(code: u16, v: &Value, warnings: &[String]) -> Response {
     // Status bodies (success ones too) keep upstream's key order; see `status_text`.

@@ -1,12 +1,15 @@
 //! The read verbs: GET of one object and of a collection, with label and field selectors,
 //! `limit`/`continue` paging and the Table form kubectl asks for.
 
+use std::sync::Arc;
+
 use axum::http::HeaderMap;
 use axum::response::Response;
 use base64::Engine;
 use serde_json::{Value, json};
 
 use super::{Query, json_response, present, scope_ns, stored, target_name};
+use crate::api::convert;
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::meta;
 use crate::api::registry::ResourceDef;
@@ -58,17 +61,55 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String, String)> {
 
 /// The objects of a list request after selectors, in order, with the list resourceVersion.
 pub fn select(st: &AppState, def: &ResourceDef, ns: Option<&str>, q: &Query) -> ApiResult<(Vec<Value>, u64)> {
+    let (items, rv) = select_shared(st, def, ns, q)?;
+    Ok((items.into_iter().map(Arc::unwrap_or_clone).collect(), rv))
+}
+
+/// [`select`] without copies: an object whose served form is its stored form is the stored
+/// `Arc` itself, so a LIST of a thousand pods copies pointers, not pods.
+fn select_shared(st: &AppState, def: &ResourceDef, ns: Option<&str>, q: &Query) -> ApiResult<(Vec<Arc<Value>>, u64)> {
     let (labels, fields) = selectors(def, q)?;
     let (items, rv) = st.store.list_shared(&def.storage_key(), ns);
-    // Labels read the same stored and served, so they filter before the copy; fields are
+    // Labels read the same stored and served, so they filter before any copy; fields are
     // matched on the served form (events.k8s.io renames some).
     let items = items
-        .iter()
+        .into_iter()
         .filter(|o| labels.matches(o))
-        .map(|o| present(def, Value::clone(o)))
+        .map(|o| {
+            if convert::served_as_stored(def, &o) {
+                o
+            } else {
+                Arc::new(present(def, Value::clone(&o)))
+            }
+        })
         .filter(|o| fields.matches(o))
         .collect();
     Ok((items, rv))
+}
+
+/// A list's JSON body, written item by item from the shared objects (no list value is built,
+/// which would copy every item), keys in the order serde_json's sorted maps give every other
+/// response.
+fn list_body(def: &ResourceDef, list_meta: &Value, items: &[Arc<Value>]) -> Vec<u8> {
+    fn put<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+        serde_json::to_writer(out, v).expect("JSON values and strings always serialise");
+    }
+    let mut out = Vec::with_capacity(256 + items.len() * 2048);
+    out.extend_from_slice(b"{\"apiVersion\":");
+    put(&mut out, &def.api_version());
+    out.extend_from_slice(b",\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        put(&mut out, &**o);
+    }
+    out.extend_from_slice(b"],\"kind\":");
+    put(&mut out, &def.list_kind());
+    out.extend_from_slice(b",\"metadata\":");
+    put(&mut out, list_meta);
+    out.push(b'}');
+    out
 }
 
 /// Upstream's message for a list at a compacted resourceVersion (`etcd3/errors.go`).
@@ -133,7 +174,7 @@ pub fn list(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap) -> ApiRes
             None
         }
     };
-    let (mut items, mut rv) = select(st, def, t.namespace.as_deref(), q)?;
+    let (mut items, mut rv) = select_shared(st, def, t.namespace.as_deref(), q)?;
     if let Some((first_rv, ns, name)) = continued {
         items.retain(|o| (meta::namespace(o), meta::name(o)) > (ns.as_str(), name.as_str()));
         rv = first_rv;
@@ -147,17 +188,43 @@ pub fn list(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap) -> ApiRes
         list_meta["remainingItemCount"] = json!(remaining);
     }
     if let Some(opts) = table::wants(headers, q.get("includeObject").map(String::as_str)) {
+        let items: Vec<Value> = items.into_iter().map(Arc::unwrap_or_clone).collect();
         return Ok(json_response(
             200,
             &table::render(def, &items, &opts, Some(list_meta)),
             &[],
         ));
     }
-    let list = json!({
-        "apiVersion": def.api_version(),
-        "kind": def.list_kind(),
-        "metadata": list_meta,
-        "items": items,
-    });
-    Ok(json_response(200, &list, &[]))
+    Ok(super::json_bytes_response(200, list_body(def, &list_meta, &items)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::registry::find;
+
+    #[test]
+    fn list_body_is_byte_for_byte_the_list_value_serialised() {
+        let def = find("", "v1", "pods").unwrap();
+        let items = vec![
+            Arc::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a\"b"}, "spec": {}})),
+            Arc::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "c"}})),
+        ];
+        let list_meta = json!({"resourceVersion": "7", "continue": "x"});
+        let whole = json!({
+            "apiVersion": "v1",
+            "kind": "PodList",
+            "metadata": list_meta,
+            "items": items.iter().map(|o| Value::clone(o)).collect::<Vec<_>>(),
+        });
+        assert_eq!(
+            String::from_utf8(list_body(def, &list_meta, &items)).unwrap(),
+            whole.to_string()
+        );
+        let empty = json!({"apiVersion": "v1", "kind": "PodList", "metadata": list_meta, "items": []});
+        assert_eq!(
+            String::from_utf8(list_body(def, &list_meta, &[])).unwrap(),
+            empty.to_string()
+        );
+    }
 }
