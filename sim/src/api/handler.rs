@@ -98,7 +98,7 @@ async fn dispatch(State(st): State<AppState>, req: Request) -> Response {
     match result {
         Ok(r) => r,
         Err(e) => {
-            tracing::debug!(%method, %path, code = e.code, reason = e.reason, message = %e.message, "request failed");
+            tracing::debug!(%method, %path, code = e.code, reason = %e.reason, message = %e.message, "request failed");
             e.into_response()
         }
     }
@@ -138,6 +138,9 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
         Route::OpenApiDoc(g, v) => Ok(json_response(200, &openapi::document_in(&defs, &g, &v), &[])),
         Route::NotFound => Err(ApiError::no_route(&path)),
         Route::Resource(t) => {
+            if matches!(t.sub.as_deref(), Some("exec" | "attach" | "portforward" | "proxy")) {
+                admit_connect(&st, &t, raw_query.as_deref()).await?;
+            }
             match t.sub.as_deref() {
                 Some("log") => return proxy::log(&st, &t, &q).await,
                 Some("exec" | "attach") => return proxy::exec(&st, &t, raw_query.as_deref(), req).await,
@@ -148,7 +151,15 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
             let body = to_bytes(req.into_body(), MAX_BODY)
                 .await
                 .map_err(|e| ApiError::bad_request(format!("failed to read the request body: {e}")))?;
-            let mut resp = resource(&st, &t, &method, &q, &headers, &body).await?;
+            let (resp, warnings) =
+                super::webhook::collecting_warnings(resource(&st, &t, &method, &q, &headers, &body)).await;
+            let mut resp = resp?;
+            // Warnings admission webhooks returned, as upstream's warning recorder sends them.
+            for w in warnings {
+                if let Ok(h) = axum::http::HeaderValue::from_str(&format!("299 - {w:?}")) {
+                    resp.headers_mut().append("Warning", h);
+                }
+            }
             // The deprecation filter warns on every request to a deprecated resource, as
             // upstream's `WithDeprecationWarning` does (kubectl prints it as `Warning: ...`).
             if let Some(w) = t.def.deprecation()
@@ -159,6 +170,86 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
             Ok(resp)
         }
     }
+}
+
+/// Admission webhooks for a POST to a subresource that creates something other than the
+/// resource's own kind (`pods/binding`, `pods/eviction`): a CREATE of that kind, whose body
+/// mutating webhooks may patch.
+async fn admit_sub_create(
+    st: &AppState,
+    t: &Target,
+    name: &str,
+    body: &[u8],
+    kind: (&'static str, &'static str, &'static str),
+) -> ApiResult<Vec<u8>> {
+    use super::webhook::{Attributes, Operation};
+    let mut obj: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let mut attrs = Attributes::new(
+        t.def,
+        Operation::Create,
+        t.namespace.as_deref().unwrap_or_default(),
+        name,
+    );
+    attrs.sub = t.sub.clone().unwrap_or_default();
+    attrs.sub_kind = Some(kind);
+    super::webhook::mutate(st, &attrs, Some(&mut obj)).await?;
+    super::webhook::validate(st, &attrs, Some(&obj)).await?;
+    serde_json::to_vec(&obj).map_err(|e| ApiError::internal(format!("re-encoding the body: {e}")))
+}
+
+/// Admission webhooks for a CONNECT (exec, attach, port-forward, proxy): the options object
+/// upstream decodes from the query (`PodExecOptions`, `PodAttachOptions`...) is what they see.
+async fn admit_connect(st: &AppState, t: &Target, raw_query: Option<&str>) -> ApiResult<()> {
+    use super::webhook::{Attributes, Operation};
+    use serde_json::json;
+    let sub = t.sub.clone().unwrap_or_default();
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(raw_query.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect();
+    let one = |k: &str| pairs.iter().rev().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let flag = |k: &str| one(k).is_some_and(|v| v == "true" || v == "1");
+    let mut options = match sub.as_str() {
+        "exec" | "attach" => {
+            let mut o = json!({"stdin": flag("stdin"), "stdout": flag("stdout"), "stderr": flag("stderr"),
+                "tty": flag("tty"), "container": one("container").unwrap_or_default()});
+            if sub == "exec" {
+                let command: Vec<&String> = pairs.iter().filter(|(n, _)| n == "command").map(|(_, v)| v).collect();
+                o["command"] = json!(command);
+            }
+            o
+        }
+        "portforward" => {
+            let ports: Vec<u64> = pairs
+                .iter()
+                .filter(|(n, _)| n == "ports")
+                .filter_map(|(_, v)| v.parse().ok())
+                .collect();
+            json!({"ports": ports})
+        }
+        _ => json!({"path": t.rest}),
+    };
+    let kind = match (sub.as_str(), t.def.plural) {
+        ("exec", _) => "PodExecOptions",
+        ("attach", _) => "PodAttachOptions",
+        ("portforward", _) => "PodPortForwardOptions",
+        (_, "services") => "ServiceProxyOptions",
+        (_, "nodes") => "NodeProxyOptions",
+        _ => "PodProxyOptions",
+    };
+    options["kind"] = json!(kind);
+    options["apiVersion"] = json!("v1");
+    let name = t.name.clone().unwrap_or_default();
+    let mut attrs = Attributes::new(
+        t.def,
+        Operation::Connect,
+        t.namespace.as_deref().unwrap_or_default(),
+        &name,
+    );
+    attrs.sub = sub;
+    attrs.sub_kind = Some(("", "v1", kind));
+    super::webhook::mutate(st, &attrs, Some(&mut options)).await?;
+    super::webhook::validate(st, &attrs, Some(&options)).await
 }
 
 /// Whether a PATCH is a server-side apply (`application/apply-patch+yaml`).
@@ -254,7 +345,7 @@ async fn resource(
         }
         (None, Some(_), m) if *m == Method::PUT => {
             verb_ok("update")?;
-            objects::update(st, t, q, headers, body)
+            objects::update(st, t, q, headers, body).await
         }
         (None, Some(_), m) if *m == Method::PATCH => {
             verb_ok("patch")?;
@@ -262,31 +353,37 @@ async fn resource(
             if is_apply(headers) {
                 return objects::apply_patch(st, t, q, headers, body).await;
             }
-            objects::patch_object(st, t, q, headers, body)
+            objects::patch_object(st, t, q, headers, body).await
         }
         (None, Some(_), m) if *m == Method::DELETE => {
             verb_ok("delete")?;
-            objects::delete(st, t, q, body)
+            objects::delete(st, t, q, body).await
         }
-        (None, None, m) if *m == Method::DELETE => objects::delete_collection(st, t, q, body),
+        (None, None, m) if *m == Method::DELETE => objects::delete_collection(st, t, q, body).await,
         (Some(sub), Some(name), m) => {
             if !def.has_sub(sub) {
                 return Err(ApiError::no_route(&format!("{}/{name}/{sub}", def.plural)));
             }
             match (sub, m.as_str()) {
                 ("status" | "approval", "GET") => objects::get(st, t, q, headers),
-                ("status" | "approval", "PUT") => objects::update(st, t, q, headers, body),
+                ("status" | "approval", "PUT") => objects::update(st, t, q, headers, body).await,
                 ("status" | "approval", "PATCH") if is_apply(headers) => {
                     objects::apply_patch(st, t, q, headers, body).await
                 }
                 ("status" | "approval", "PATCH") => {
                     refuse_strategic_for_custom(def, headers)?;
-                    objects::patch_object(st, t, q, headers, body)
+                    objects::patch_object(st, t, q, headers, body).await
                 }
-                ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body),
-                ("binding", "POST") => objects::bind(st, &ns, name, body),
-                ("eviction", "POST") => objects::evict(st, &ns, name, q, body),
-                ("finalize", "PUT") => objects::update(st, t, q, headers, body),
+                ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body).await,
+                ("binding", "POST") => {
+                    let body = admit_sub_create(st, t, name, body, ("", "v1", "Binding")).await?;
+                    objects::bind(st, &ns, name, &body)
+                }
+                ("eviction", "POST") => {
+                    let body = admit_sub_create(st, t, name, body, ("policy", "v1", "Eviction")).await?;
+                    objects::evict(st, &ns, name, q, &body)
+                }
+                ("finalize", "PUT") => objects::update(st, t, q, headers, body).await,
                 ("token", "POST") => objects::token_request(st, &ns, name, body),
                 _ => Err(ApiError::method_not_allowed(format!(
                     "{m} is not supported on {}/{sub}",

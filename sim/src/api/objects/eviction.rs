@@ -34,7 +34,7 @@ fn too_many_requests(message: String, retry_after: i64, cause: Option<String>) -
     }
     ApiError {
         code: 429,
-        reason: "TooManyRequests",
+        reason: "TooManyRequests".into(),
         message,
         details: Some(details),
     }
