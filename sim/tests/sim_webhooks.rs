@@ -129,7 +129,9 @@ async fn url_webhook(c: &Certs, message: &'static str) -> u16 {
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
-            let Ok(mut tls) = acceptor.accept(tcp).await else { continue };
+            let Ok(mut tls) = acceptor.accept(tcp).await else {
+                continue;
+            };
             let mut buf = Vec::new();
             let mut chunk = [0u8; 4096];
             let body = loop {
@@ -142,7 +144,11 @@ async fn url_webhook(c: &Certs, message: &'static str) -> u16 {
                 if let Some(end) = text.find("\r\n\r\n") {
                     let len = text[..end]
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
                         .unwrap_or(0);
                     if buf.len() >= end + 4 + len {
                         break Some(buf[end + 4..end + 4 + len].to_vec());
@@ -202,10 +208,24 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
         ("plain", json!({})),
         ("open", json!({"webhook-test": "ignore"})),
     ] {
-        create(&client, "", "namespaces", "Namespace", json!({"metadata": {"name": name, "labels": labels}})).await;
+        create(
+            &client,
+            "",
+            "namespaces",
+            "Namespace",
+            json!({"metadata": {"name": name, "labels": labels}}),
+        )
+        .await;
     }
-    create(&client, "", "secrets", "Secret", json!({"metadata": {"name": "sample-webhook-secret", "namespace": "wh"},
-        "type": "Opaque", "data": {"tls.crt": b64(&c.cert_pem), "tls.key": b64(&c.key_pem)}})).await;
+    create(
+        &client,
+        "",
+        "secrets",
+        "Secret",
+        json!({"metadata": {"name": "sample-webhook-secret", "namespace": "wh"},
+        "type": "Opaque", "data": {"tls.crt": b64(&c.cert_pem), "tls.key": b64(&c.key_pem)}}),
+    )
+    .await;
     create(&client, "", "pods", "Pod", json!({"metadata": {"name": "sample-webhook", "namespace": "wh", "labels": {"app": "sample-webhook"}},
         "spec": {"nodeSelector": {"kubernetes.io/os": "linux"},
             "volumes": [{"name": "webhook-certs", "secret": {"secretName": "sample-webhook-secret"}}],
@@ -214,21 +234,45 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
                     "--tls-private-key-file=/webhook.local.config/certificates/tls.key", "--alsologtostderr", "-v=4", "--port=8444"],
                 "ports": [{"containerPort": 8444}],
                 "volumeMounts": [{"name": "webhook-certs", "mountPath": "/webhook.local.config/certificates", "readOnly": true}]}]}})).await;
-    for (name, selector) in [("e2e-test-webhook", json!({"app": "sample-webhook"})), ("gone-webhook", json!({"app": "gone"}))] {
-        create(&client, "", "services", "Service", json!({"metadata": {"name": name, "namespace": "wh"},
-            "spec": {"selector": selector, "ports": [{"port": 8443, "targetPort": 8444, "protocol": "TCP"}]}})).await;
+    for (name, selector) in [
+        ("e2e-test-webhook", json!({"app": "sample-webhook"})),
+        ("gone-webhook", json!({"app": "gone"})),
+    ] {
+        create(
+            &client,
+            "",
+            "services",
+            "Service",
+            json!({"metadata": {"name": name, "namespace": "wh"},
+            "spec": {"selector": selector, "ports": [{"port": 8443, "targetPort": 8444, "protocol": "TCP"}]}}),
+        )
+        .await;
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "wh");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let p = pods.get("sample-webhook").await.unwrap();
-        let ready = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-        });
-        let eps = run(s(&["-n", "wh", "get", "endpointslices", "-l", "kubernetes.io/service-name=e2e-test-webhook", "-o", "jsonpath={.items[*].endpoints[*].addresses[*]}"]), None)
-            .await
-            .unwrap()
-            .1;
+        let ready = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let eps = run(
+            s(&[
+                "-n",
+                "wh",
+                "get",
+                "endpointslices",
+                "-l",
+                "kubernetes.io/service-name=e2e-test-webhook",
+                "-o",
+                "jsonpath={.items[*].endpoints[*].addresses[*]}",
+            ]),
+            None,
+        )
+        .await
+        .unwrap()
+        .1;
         if ready && !eps.trim().is_empty() {
             break;
         }
@@ -241,6 +285,7 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
     let url_certs = certs(&["127.0.0.1"]);
     let url_port = url_webhook(&url_certs, "refused by the url webhook").await;
     let url = json!({"url": format!("https://127.0.0.1:{url_port}/deny"), "caBundle": b64(&url_certs.ca_pem)});
+    let wrong_ca = json!({"url": format!("https://127.0.0.1:{url_port}/deny"), "caBundle": b64(&c.ca_pem)});
     create(&client, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", json!({
         "metadata": {"name": "e2e-validating"},
         "webhooks": [
@@ -258,6 +303,13 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
                 json!({"namespaceSelector": in_open, "timeoutSeconds": 1, "failurePolicy": "Ignore"})),
             hook("url.k8s.io", url, &["CREATE"], &["configmaps"],
                 json!({"namespaceSelector": in_target, "objectSelector": {"matchLabels": {"via": "url"}}})),
+            hook("wrong-ca.k8s.io", wrong_ca, &["CREATE"], &["configmaps"],
+                json!({"namespaceSelector": in_target, "objectSelector": {"matchLabels": {"via": "wrong-ca"}}})),
+            hook("cel.k8s.io", service("e2e-test-webhook", "/always-deny", &c.ca_pem), &["CREATE"], &["configmaps"],
+                json!({"namespaceSelector": in_target, "objectSelector": {"matchLabels": {"via": "cel"}},
+                    "matchConditions": [{"name": "not-exempt", "expression": "object.metadata.name != 'exempt'"}]})),
+            hook("deny-attaching-pod.k8s.io", service("e2e-test-webhook", "/pods/attach", &c.ca_pem), &["CONNECT"], &["pods/attach"],
+                json!({"namespaceSelector": in_target})),
         ]
     })).await;
     create(&client, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", json!({
@@ -265,13 +317,19 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
         "webhooks": [
             hook("adding-configmap-data-stage-1.k8s.io", service("e2e-test-webhook", "/mutating-configmaps", &c.ca_pem), &["CREATE"], &["configmaps"],
                 json!({"namespaceSelector": in_target})),
+            // Sent v1beta1, the first version it lists, as upstream picks.
             hook("adding-configmap-data-stage-2.k8s.io", service("e2e-test-webhook", "/mutating-configmaps", &c.ca_pem), &["CREATE"], &["configmaps"],
-                json!({"namespaceSelector": in_target})),
+                json!({"namespaceSelector": in_target, "admissionReviewVersions": ["v1beta1", "v1"]})),
         ]
     })).await;
 
     // The configuration reads back defaulted, and kubectl's table counts its webhooks.
-    let (code, out, err) = run(s(&["get", "validatingwebhookconfigurations", "e2e-validating", "-o", "json"]), None).await.unwrap();
+    let (code, out, err) = run(
+        s(&["get", "validatingwebhookconfigurations", "e2e-validating", "-o", "json"]),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(code, Some(0), "{err}");
     let cfg: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(cfg.pointer("/webhooks/0/timeoutSeconds"), Some(&json!(10)));
@@ -279,11 +337,22 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
     assert_eq!(cfg.pointer("/webhooks/0/rules/0/scope"), Some(&json!("*")));
     let (code, out, err) = run(s(&["get", "validatingwebhookconfigurations"]), None).await.unwrap();
     assert_eq!(code, Some(0), "{err}");
-    assert!(out.lines().any(|l| l.starts_with("e2e-validating") && l.split_whitespace().nth(1) == Some("7")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("e2e-validating") && l.split_whitespace().nth(1) == Some("10")),
+        "{out}"
+    );
 
     // A configmap with the disallowed data is refused with the webhook's reason.
     let (code, _, err) = run(
-        s(&["-n", "target", "create", "configmap", "disallowed", "--from-literal=webhook-e2e-test=webhook-disallow"]),
+        s(&[
+            "-n",
+            "target",
+            "create",
+            "configmap",
+            "disallowed",
+            "--from-literal=webhook-e2e-test=webhook-disallow",
+        ]),
         None,
     )
     .await
@@ -295,7 +364,14 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
     );
     // namespaceSelector: the same data in an unselected namespace goes through.
     let (code, _, err) = run(
-        s(&["-n", "plain", "create", "configmap", "disallowed", "--from-literal=webhook-e2e-test=webhook-disallow"]),
+        s(&[
+            "-n",
+            "plain",
+            "create",
+            "configmap",
+            "disallowed",
+            "--from-literal=webhook-e2e-test=webhook-disallow",
+        ]),
         None,
     )
     .await
@@ -303,16 +379,44 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
     assert_eq!(code, Some(0), "{err}");
     // objectSelector: only the labelled object reaches /always-deny.
     let cm = |name: &str, labels: Value| {
-        format!("{}", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"a": "b"}}))
+        format!(
+            "{}",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"a": "b"}})
+        )
     };
-    let (code, _, err) = run(s(&["-n", "target", "create", "-f", "-"]), Some(cm("labelled", json!({"deny": "yes"})))).await.unwrap();
+    let (code, _, err) = run(
+        s(&["-n", "target", "create", "-f", "-"]),
+        Some(cm("labelled", json!({"deny": "yes"}))),
+    )
+    .await
+    .unwrap();
     assert_ne!(code, Some(0));
-    assert!(err.contains("admission webhook \"deny-labelled.k8s.io\" denied the request: this webhook denies all requests"), "{err}");
-    let (code, _, err) = run(s(&["-n", "target", "create", "-f", "-"]), Some(cm("unlabelled", json!({})))).await.unwrap();
+    assert!(
+        err.contains("admission webhook \"deny-labelled.k8s.io\" denied the request: this webhook denies all requests"),
+        "{err}"
+    );
+    let (code, _, err) = run(
+        s(&["-n", "target", "create", "-f", "-"]),
+        Some(cm("unlabelled", json!({}))),
+    )
+    .await
+    .unwrap();
     assert_eq!(code, Some(0), "{err}");
 
     // The mutating webhooks add upstream's data, stage 2 seeing stage 1's patch.
-    let (code, _, err) = run(s(&["-n", "target", "create", "configmap", "to-mutate", "--from-literal=mutation-start=yes"]), None).await.unwrap();
+    let (code, _, err) = run(
+        s(&[
+            "-n",
+            "target",
+            "create",
+            "configmap",
+            "to-mutate",
+            "--from-literal=mutation-start=yes",
+        ]),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(code, Some(0), "{err}");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "target");
     let data = cms.get("to-mutate").await.unwrap().data.unwrap_or_default();
@@ -326,7 +430,12 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
     );
 
     // failurePolicy Fail: no backend is an internal error with upstream's text.
-    let (code, _, err) = run(s(&["-n", "target", "create", "-f", "-"]), Some(cm("no-backend", json!({"backend": "gone"})))).await.unwrap();
+    let (code, _, err) = run(
+        s(&["-n", "target", "create", "-f", "-"]),
+        Some(cm("no-backend", json!({"backend": "gone"}))),
+    )
+    .await
+    .unwrap();
     assert_ne!(code, Some(0));
     assert!(
         err.contains("Internal error occurred: failed calling webhook \"fail-closed.k8s.io\": failed to call webhook: Post \"https://gone-webhook.wh.svc:8443/configmaps?timeout=10s\": no endpoints available for service \"gone-webhook\""),
@@ -334,30 +443,131 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
     );
     // failurePolicy Ignore: the same dead backend (and a slow one) let the request through.
     let started = Instant::now();
-    let (code, _, err) = run(s(&["-n", "open", "create", "configmap", "ignored"]), None).await.unwrap();
+    let (code, _, err) = run(s(&["-n", "open", "create", "configmap", "ignored"]), None)
+        .await
+        .unwrap();
     assert_eq!(code, Some(0), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(4), "the slow webhook was given {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the slow webhook was given {:?}",
+        started.elapsed()
+    );
 
     // timeoutSeconds 1 against a 5 s webhook under Fail.
     let started = Instant::now();
-    let (code, _, err) = run(s(&["-n", "target", "create", "-f", "-"]), Some(cm("slow", json!({"slow": "yes"})))).await.unwrap();
+    let (code, _, err) = run(
+        s(&["-n", "target", "create", "-f", "-"]),
+        Some(cm("slow", json!({"slow": "yes"}))),
+    )
+    .await
+    .unwrap();
     assert_ne!(code, Some(0));
     assert!(
-        err.contains("failed calling webhook \"slow-fail.k8s.io\"") && err.contains("/always-allow-delay-5s?timeout=1s") && err.contains("context deadline exceeded"),
+        err.contains("failed calling webhook \"slow-fail.k8s.io\"")
+            && err.contains("/always-allow-delay-5s?timeout=1s")
+            && err.contains("context deadline exceeded"),
         "{err}"
     );
-    assert!(started.elapsed() < Duration::from_secs(4), "the timeout took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the timeout took {:?}",
+        started.elapsed()
+    );
 
     // A url webhook on 127.0.0.1, verified against its own CA.
-    let (code, _, err) = run(s(&["-n", "target", "create", "-f", "-"]), Some(cm("by-url", json!({"via": "url"})))).await.unwrap();
+    let (code, _, err) = run(
+        s(&["-n", "target", "create", "-f", "-"]),
+        Some(cm("by-url", json!({"via": "url"}))),
+    )
+    .await
+    .unwrap();
     assert_ne!(code, Some(0));
-    assert!(err.contains("admission webhook \"url.k8s.io\" denied the request: refused by the url webhook"), "{err}");
+    assert!(
+        err.contains("admission webhook \"url.k8s.io\" denied the request: refused by the url webhook"),
+        "{err}"
+    );
 
-    // Webhook configurations are never sent to webhooks: deleting them always works.
-    let (code, _, err) = run(s(&["delete", "validatingwebhookconfigurations", "e2e-validating"]), None).await.unwrap();
+    // The server certificate is checked against caBundle.
+    let (code, _, err) = run(
+        s(&["-n", "target", "create", "-f", "-"]),
+        Some(cm("wrong-ca", json!({"via": "wrong-ca"}))),
+    )
+    .await
+    .unwrap();
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("failed calling webhook \"wrong-ca.k8s.io\"")
+            && err.contains("x509: certificate signed by unknown authority"),
+        "{err}"
+    );
+
+    // matchConditions: the exempt name skips the webhook, another name is denied.
+    let (code, _, err) = run(
+        s(&["-n", "target", "create", "-f", "-"]),
+        Some(cm("exempt", json!({"via": "cel"}))),
+    )
+    .await
+    .unwrap();
     assert_eq!(code, Some(0), "{err}");
     let (code, _, err) = run(
-        s(&["-n", "target", "create", "configmap", "allowed-now", "--from-literal=webhook-e2e-test=webhook-disallow"]),
+        s(&["-n", "target", "create", "-f", "-"]),
+        Some(cm("not-exempt", json!({"via": "cel"}))),
+    )
+    .await
+    .unwrap();
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("admission webhook \"cel.k8s.io\" denied the request: this webhook denies all requests"),
+        "{err}"
+    );
+
+    // CONNECT: attaching to the pod upstream's case names is refused with its message.
+    create(&client, "", "pods", "Pod", json!({"metadata": {"name": "to-be-attached-pod", "namespace": "target"},
+        "spec": {"nodeSelector": {"kubernetes.io/os": "linux"},
+            "containers": [{"name": "container1", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53", "args": ["pause"]}]}})).await;
+    let (code, out, err) = run(
+        s(&[
+            "-n",
+            "target",
+            "wait",
+            "--for=condition=Ready",
+            "pod/to-be-attached-pod",
+            "--timeout=30s",
+        ]),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{out} {err}");
+    let (code, _, err) = run(
+        s(&["-n", "target", "attach", "to-be-attached-pod", "-i", "-c", "container1"]),
+        Some(String::new()),
+    )
+    .await
+    .unwrap();
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("attaching to pod 'to-be-attached-pod' is not allowed"),
+        "{err}"
+    );
+
+    // Webhook configurations are never sent to webhooks: deleting them always works.
+    let (code, _, err) = run(
+        s(&["delete", "validatingwebhookconfigurations", "e2e-validating"]),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = run(
+        s(&[
+            "-n",
+            "target",
+            "create",
+            "configmap",
+            "allowed-now",
+            "--from-literal=webhook-e2e-test=webhook-disallow",
+        ]),
         None,
     )
     .await

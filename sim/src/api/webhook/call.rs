@@ -38,6 +38,27 @@ pub enum CallError {
     /// The answer was not a usable AdmissionReview.
     #[error("received invalid webhook response: {0}")]
     Invalid(String),
+    /// The webhook sent a patch of a type other than `JSONPatch`.
+    #[error("unsupported patch type {0:?}")]
+    UnsupportedPatch(String),
+    /// The webhook accepts no AdmissionReview version the server sends.
+    #[error("could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)")]
+    NoVersion,
+}
+
+/// The AdmissionReview version a webhook is sent: the first of its `admissionReviewVersions`
+/// the server knows, as upstream's `CreateAdmissionObjects` picks it.
+pub fn review_version(hook: &Value) -> Result<&'static str, CallError> {
+    hook.get("admissionReviewVersions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find_map(|v| match v.as_str() {
+            Some("v1") => Some("admission.k8s.io/v1"),
+            Some("v1beta1") => Some("admission.k8s.io/v1beta1"),
+            _ => None,
+        })
+        .ok_or(CallError::NoVersion)
 }
 
 /// Where and how to reach a webhook.
@@ -69,9 +90,10 @@ pub fn user_info(u: &UserInfo) -> Value {
     v
 }
 
-/// The AdmissionReview v1 sent for `attrs`, the webhook having matched `def` (which differs
-/// from the request's resource under `matchPolicy: Equivalent`).
-pub fn review(attrs: &Attributes, def: &ResourceDef, uid: &str, obj: Option<&Value>) -> Value {
+/// The AdmissionReview (`api_version`, v1 or v1beta1, which share their shape) sent for
+/// `attrs`, the webhook having matched `def` (which differs from the request's resource under
+/// `matchPolicy: Equivalent`).
+pub fn review(attrs: &Attributes, def: &ResourceDef, api_version: &str, uid: &str, obj: Option<&Value>) -> Value {
     // Subresource bodies of another kind (Eviction, exec options) are sent as they came.
     let present = |o: &Value| {
         if attrs.sub_kind.is_some() {
@@ -105,7 +127,7 @@ pub fn review(attrs: &Attributes, def: &ResourceDef, uid: &str, obj: Option<&Val
     if !attrs.namespace.is_empty() {
         m.insert("namespace".into(), json!(attrs.namespace));
     }
-    json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": req})
+    json!({"kind": "AdmissionReview", "apiVersion": api_version, "request": req})
 }
 
 /// Resolves the webhook's `clientConfig` to an address to dial and a name to verify.
@@ -197,16 +219,26 @@ fn tls_config(cc: &Value) -> Result<Arc<rustls::ClientConfig>, String> {
     Ok(Arc::new(cfg))
 }
 
-/// Go's words for a failed TLS handshake.
+/// Go's words for a failed TLS handshake (its `x509` verification errors).
 fn tls_reason(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    if text.contains("UnknownIssuer") {
-        "tls: failed to verify certificate: x509: certificate signed by unknown authority".into()
-    } else if text.contains("NotValidForName") {
-        "tls: failed to verify certificate: x509: certificate is not valid for the requested name".into()
-    } else {
-        format!("tls: {text}")
-    }
+    use rustls::CertificateError as C;
+    let cert = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .and_then(|r| match r {
+            rustls::Error::InvalidCertificate(c) => Some(c),
+            _ => None,
+        });
+    let why = match cert {
+        // An issuer that is not in caBundle, or one of the same name that did not sign it.
+        Some(C::UnknownIssuer | C::BadSignature) => "x509: certificate signed by unknown authority".to_string(),
+        Some(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "x509: certificate is not valid for the requested name".to_string()
+        }
+        Some(C::Expired | C::ExpiredContext { .. }) => "x509: certificate has expired or is not yet valid".to_string(),
+        _ => return format!("tls: {e}"),
+    };
+    format!("tls: failed to verify certificate: {why}")
 }
 
 /// POSTs `body` and returns the status code and body of the answer.
@@ -252,6 +284,8 @@ pub struct Answer {
     pub status: Option<Value>,
     /// The JSONPatch, decoded (mutating webhooks only).
     pub patch: Option<Value>,
+    /// `response.patchType` (JSONPatch for a v1beta1 answer with a patch).
+    pub patch_type: Option<String>,
     /// `response.warnings`.
     pub warnings: Vec<String>,
 }
@@ -287,36 +321,55 @@ pub async fn call(st: &AppState, hook: &Value, review: &Value, mutating: bool) -
         .pointer("/request/uid")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    verify(&v, uid, mutating).map_err(CallError::Invalid)
+    let sent = review.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let answer = verify(&v, sent, uid, mutating).map_err(CallError::Invalid)?;
+    match &answer.patch_type {
+        Some(t) if answer.allowed && answer.patch.is_some() && t != "JSONPatch" => {
+            Err(CallError::UnsupportedPatch(t.clone()))
+        }
+        _ => Ok(answer),
+    }
 }
 
-/// Upstream's `VerifyAdmissionResponse` for an AdmissionReview v1 answer.
-fn verify(v: &Value, uid: &str, mutating: bool) -> Result<Answer, String> {
+/// Upstream's `VerifyAdmissionResponse` for the answer to a review of version `sent`: v1
+/// answers must echo the uid, be v1 AdmissionReviews and carry a patch type beside a patch;
+/// v1beta1 answers were never checked, and their patch is taken as a JSONPatch.
+fn verify(v: &Value, sent: &str, uid: &str, mutating: bool) -> Result<Answer, String> {
     let Some(resp) = v.get("response").filter(|r| r.is_object()) else {
         return Err("webhook response was absent".into());
     };
-    let got_uid = resp.get("uid").and_then(Value::as_str).unwrap_or_default();
-    if got_uid != uid {
-        return Err(format!("expected response.uid={uid:?}, got {got_uid:?}"));
-    }
-    let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-    let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
-    if (api_version, kind) != ("admission.k8s.io/v1", "AdmissionReview") {
-        return Err(format!(
-            "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {api_version}, Kind={kind}"
-        ));
-    }
+    let v1 = sent == "admission.k8s.io/v1";
     let patch_b64 = resp.get("patch").and_then(Value::as_str).unwrap_or_default();
-    let patch_type = resp.get("patchType").and_then(Value::as_str);
+    let mut patch_type = resp.get("patchType").and_then(Value::as_str).map(String::from);
+    if v1 {
+        let got_uid = resp.get("uid").and_then(Value::as_str).unwrap_or_default();
+        if got_uid != uid {
+            return Err(format!("expected response.uid={uid:?}, got {got_uid:?}"));
+        }
+        let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
+        if (api_version, kind) != ("admission.k8s.io/v1", "AdmissionReview") {
+            return Err(format!(
+                "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {api_version}, Kind={kind}"
+            ));
+        }
+    }
     let mut patch = None;
     if mutating {
-        if !patch_b64.is_empty() {
-            let Some(pt) = patch_type else {
+        if v1 {
+            if !patch_b64.is_empty() && patch_type.is_none() {
                 return Err("webhook returned response.patch but not response.patchType".into());
-            };
-            if pt != "JSONPatch" {
-                return Err(format!("unsupported patch type {pt:?}"));
             }
+            if patch_b64.is_empty() && patch_type.is_some() {
+                return Err("webhook returned response.patchType but not response.patch".into());
+            }
+            if patch_type.as_deref() == Some("") {
+                return Err("webhook returned invalid response.patchType of \"\"".into());
+            }
+        } else if !patch_b64.is_empty() {
+            patch_type = Some("JSONPatch".into());
+        }
+        if !patch_b64.is_empty() {
             use base64::Engine;
             let raw = base64::engine::general_purpose::STANDARD
                 .decode(patch_b64)
@@ -326,18 +379,21 @@ fn verify(v: &Value, uid: &str, mutating: bool) -> Result<Answer, String> {
                     .map_err(|e| format!("received undecodable patch in webhook response: {e}"))?,
             );
         }
-    } else {
+    } else if v1 {
         if !patch_b64.is_empty() {
             return Err("validating webhook may not return response.patch".into());
         }
         if patch_type.is_some() {
             return Err("validating webhook may not return response.patchType".into());
         }
+    } else {
+        patch_type = None;
     }
     Ok(Answer {
         allowed: resp.get("allowed").and_then(Value::as_bool).unwrap_or(false),
         status: resp.get("status").filter(|s| s.is_object()).cloned(),
         patch,
+        patch_type,
         warnings: resp
             .get("warnings")
             .and_then(Value::as_array)
@@ -350,36 +406,49 @@ fn verify(v: &Value, uid: &str, mutating: bool) -> Result<Answer, String> {
 mod tests {
     use super::*;
 
+    const V1: &str = "admission.k8s.io/v1";
+
     #[test]
     fn answers_are_checked_as_upstream_checks_them() {
         let ok = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "response": {"uid": "u", "allowed": true, "warnings": ["w"]}});
-        let a = verify(&ok, "u", false).unwrap();
+        let a = verify(&ok, V1, "u", false).unwrap();
         assert!(a.allowed);
         assert_eq!(a.warnings, vec!["w".to_string()]);
         assert_eq!(
-            verify(&ok, "other", false).unwrap_err(),
+            verify(&ok, V1, "other", false).unwrap_err(),
             "expected response.uid=\"other\", got \"u\""
         );
         let patched = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "response": {"uid": "u", "allowed": true, "patch": "W10="}});
         assert_eq!(
-            verify(&patched, "u", true).unwrap_err(),
+            verify(&patched, V1, "u", true).unwrap_err(),
             "webhook returned response.patch but not response.patchType"
         );
         assert_eq!(
-            verify(&patched, "u", false).unwrap_err(),
+            verify(&patched, V1, "u", false).unwrap_err(),
             "validating webhook may not return response.patch"
         );
         assert_eq!(
-            verify(
-                &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
-                "u",
-                false
-            )
-            .unwrap_err(),
+            verify(&json!({"apiVersion": V1, "kind": "AdmissionReview"}), V1, "u", false).unwrap_err(),
             "webhook response was absent"
         );
+    }
+
+    #[test]
+    fn v1beta1_answers_are_taken_unchecked_with_a_jsonpatch() {
+        let a = verify(
+            &json!({"response": {"allowed": true, "patch": "W10="}}),
+            "admission.k8s.io/v1beta1",
+            "u",
+            true,
+        )
+        .unwrap();
+        assert_eq!(a.patch_type.as_deref(), Some("JSONPatch"));
+        assert_eq!(a.patch, Some(json!([])));
+        let hook = json!({"admissionReviewVersions": ["v2", "v1beta1", "v1"]});
+        assert_eq!(review_version(&hook).unwrap(), "admission.k8s.io/v1beta1");
+        assert!(review_version(&json!({"admissionReviewVersions": ["v2"]})).is_err());
     }
 
     #[test]

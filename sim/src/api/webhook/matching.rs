@@ -32,10 +32,11 @@ fn rule_matches(rule: &Value, attrs: &Attributes, def: &ResourceDef) -> bool {
     {
         return false;
     }
+    // Upstream: a namespace is cluster-scoped, whatever namespace the request names.
+    let cluster_scoped = attrs.namespace.is_empty() || (def.group.is_empty() && def.plural == "namespaces");
     let scope_ok = match rule.get("scope").and_then(Value::as_str).unwrap_or("*") {
-        // Upstream: a namespace is cluster-scoped, whatever namespace the request names.
-        "Cluster" => attrs.namespace.is_empty() || (def.group.is_empty() && def.plural == "namespaces"),
-        "Namespaced" => !attrs.namespace.is_empty() && !(def.group.is_empty() && def.plural == "namespaces"),
+        "Cluster" => cluster_scoped,
+        "Namespaced" => !cluster_scoped,
         _ => true,
     };
     if !scope_ok {

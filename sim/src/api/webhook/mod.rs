@@ -250,8 +250,14 @@ pub async fn validate(st: &AppState, attrs: &Attributes, obj: Option<&Value>) ->
     }
     let calls = chosen.iter().map(|(hook, inv)| async move {
         dry_run_allowed(hook, attrs)?;
-        let review = call::review(attrs, inv.def, &super::meta::new_uid(), obj);
-        match call::call(st, hook, &review, false).await {
+        let answer = match call::review_version(hook) {
+            Ok(version) => {
+                let review = call::review(attrs, inv.def, version, &super::meta::new_uid(), obj);
+                call::call(st, hook, &review, false).await
+            }
+            Err(e) => Err(e),
+        };
+        match answer {
             Err(e) if ignores_failures(hook) => {
                 tracing::warn!(webhook = hook_name(hook), error = %e, "failed calling webhook, failing open");
                 Ok(())

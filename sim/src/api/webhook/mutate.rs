@@ -25,8 +25,14 @@ async fn call_one(
     obj: &mut Option<Value>,
 ) -> Result<Changed, ApiError> {
     dry_run_allowed(hook, attrs)?;
-    let review = call::review(attrs, inv.def, &crate::api::meta::new_uid(), obj.as_ref());
-    let answer = match call::call(st, hook, &review, true).await {
+    let answer = match call::review_version(hook) {
+        Ok(version) => {
+            let review = call::review(attrs, inv.def, version, &crate::api::meta::new_uid(), obj.as_ref());
+            call::call(st, hook, &review, true).await
+        }
+        Err(e) => Err(e),
+    };
+    let answer = match answer {
         Err(e) if ignores_failures(hook) => {
             tracing::warn!(webhook = hook_name(hook), error = %e, "failed calling webhook, failing open");
             return Ok(false);

@@ -68,14 +68,22 @@ fn is_resource(ar: &Value, group: &str, version: &str, resource: &str) -> bool {
 
 /// The object a validating handler reads: `oldObject` for deletes, else `object`.
 fn subject(ar: &Value) -> &Value {
-    let key = if operation(ar) == "DELETE" { "oldObject" } else { "object" };
+    let key = if operation(ar) == "DELETE" {
+        "oldObject"
+    } else {
+        "object"
+    };
     request(ar).get(key).unwrap_or(&Value::Null)
 }
 
 fn map_of<'a>(v: &'a Value, ptr: &str) -> Vec<(&'a str, &'a str)> {
     v.pointer(ptr)
         .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap_or_default())).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.as_str(), v.as_str().unwrap_or_default()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -119,7 +127,10 @@ fn admit_pods(ar: &Value) -> Verdict {
     }
     let pod = request(ar).get("object").unwrap_or(&Value::Null);
     let mut msg = String::new();
-    if let Some((_, v)) = map_of(pod, "/metadata/labels").into_iter().find(|(k, _)| *k == "webhook-e2e-test") {
+    if let Some((_, v)) = map_of(pod, "/metadata/labels")
+        .into_iter()
+        .find(|(k, _)| *k == "webhook-e2e-test")
+    {
         if v == "webhook-disallow" {
             msg.push_str("the pod contains unwanted label; ");
         }
@@ -128,8 +139,17 @@ fn admit_pods(ar: &Value) -> Verdict {
             return None;
         }
     }
-    for c in pod.pointer("/spec/containers").and_then(Value::as_array).into_iter().flatten() {
-        if c.get("name").and_then(Value::as_str).unwrap_or_default().contains("webhook-disallow") {
+    for c in pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if c.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .contains("webhook-disallow")
+        {
             msg.push_str("the pod contains unwanted container name; ");
         }
     }
@@ -151,9 +171,14 @@ fn mutate_pods(ar: &Value) -> Verdict {
         return None;
     }
     let pod = request(ar).get("object").unwrap_or(&Value::Null);
-    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = pod
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     Some(
-        if name == "webhook-to-be-mutated" && !has_container(pod, "/spec/initContainers", "webhook-added-init-container") {
+        if name == "webhook-to-be-mutated"
+            && !has_container(pod, "/spec/initContainers", "webhook-added-init-container")
+        {
             patched(PODS_INIT_CONTAINER_PATCH)
         } else {
             allowed()
@@ -266,14 +291,18 @@ fn admit_crd(ar: &Value) -> Verdict {
     let group = resource.get("group").and_then(Value::as_str).unwrap_or_default();
     let version = resource.get("version").and_then(Value::as_str).unwrap_or_default();
     let plural = resource.get("resource").and_then(Value::as_str).unwrap_or_default();
-    if group != "apiextensions.k8s.io" || !matches!(version, "v1" | "v1beta1") || plural != "customresourcedefinitions" {
+    if group != "apiextensions.k8s.io" || !matches!(version, "v1" | "v1beta1") || plural != "customresourcedefinitions"
+    {
         return Some(error_response(&format!(
             "expect resource to be one of [{{apiextensions.k8s.io v1beta1 customresourcedefinitions}}, {{apiextensions.k8s.io v1 customresourcedefinitions}}] but got {{{group} {version} {plural}}}"
         )));
     }
     let labels = map_of(request(ar).get("object").unwrap_or(&Value::Null), "/metadata/labels");
     Some(
-        if labels.iter().any(|(k, v)| *k == "webhook-e2e-test" && *v == "webhook-disallow") {
+        if labels
+            .iter()
+            .any(|(k, v)| *k == "webhook-e2e-test" && *v == "webhook-disallow")
+        {
             denied_message("the crd contains unwanted label")
         } else {
             allowed()
@@ -284,7 +313,10 @@ fn admit_crd(ar: &Value) -> Verdict {
 /// Upstream's `serve`: checks the content type, decodes the review, answers in its version
 /// with the request's uid.
 fn serve(headers: &HeaderMap, body: &[u8], admit: impl FnOnce(&Value) -> Verdict) -> Response {
-    let ct = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let ct = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
     if ct != "application/json" {
         return StatusCode::OK.into_response();
     }
@@ -371,7 +403,8 @@ fn tls(cert: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, String> {
     if chain.is_empty() {
         return Err("tls: failed to find any PEM data in certificate input".into());
     }
-    let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("tls: failed to find any PEM data in key input: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key)
+        .map_err(|e| format!("tls: failed to find any PEM data in key input: {e}"))?;
     let provider = rustls::crypto::ring::default_provider();
     let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
         .with_safe_default_protocol_versions()
@@ -396,9 +429,7 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
     };
     let read = |flag: &str| {
         let path = f.get(flag).cloned().unwrap_or_default();
-        ctx.fs
-            .read(&path)
-            .map_err(|e| format!("open {path}: {e}"))
+        ctx.fs.read(&path).map_err(|e| format!("open {path}: {e}"))
     };
     let config = match (read("tls-cert-file"), read("tls-private-key-file")) {
         (Ok(c), Ok(k)) => tls(&c, &k),
