@@ -50,7 +50,8 @@ fn rule_matches(rule: &Value, attrs: &Attributes, def: &ResourceDef) -> bool {
         } else {
             sub == "*" || sub == attrs.sub
         };
-        // A lone `*` is every resource without its subresources; `*/*` is everything.
+        // A lone `*` is every resource without its subresources; `x/*` is x and all of its
+        // subresources (upstream's `rules.Matcher`).
         res_ok && sub_ok
     })
 }
@@ -80,24 +81,27 @@ fn matched_resource(st: &AppState, hook: &Value, attrs: &Attributes) -> Option<&
 }
 
 /// `namespaceSelector`: cluster-scoped requests other than for namespaces always match; a
-/// namespace request is judged by the namespace object itself, others by their namespace's
-/// labels.
-fn namespace_matches(st: &AppState, hook: &Value, attrs: &Attributes, obj: Option<&Value>) -> bool {
+/// namespace being created or updated is judged by its own labels, other requests by their
+/// namespace's stored labels (a namespace that does not exist is upstream's 404).
+fn namespace_matches(st: &AppState, hook: &Value, attrs: &Attributes, obj: Option<&Value>) -> ApiResult<bool> {
+    let is_ns = attrs.def.group.is_empty() && attrs.def.plural == "namespaces";
+    if attrs.namespace.is_empty() && !is_ns {
+        return Ok(true);
+    }
     let sel = LabelSelector::from_object(hook.get("namespaceSelector").unwrap_or(&json!({})));
     if sel.is_empty() {
-        return true;
+        return Ok(true);
     }
-    let is_ns = attrs.def.group.is_empty() && attrs.def.plural == "namespaces";
-    if is_ns {
-        let target = obj.or(attrs.old.as_ref());
-        return target.is_some_and(|o| sel.matches(o));
+    if is_ns
+        && matches!(attrs.op, Operation::Create | Operation::Update)
+        && let Some(o) = obj
+    {
+        return Ok(sel.matches(o));
     }
-    if attrs.namespace.is_empty() {
-        return true;
-    }
-    match st.store.get("/namespaces", "", &attrs.namespace) {
-        Some(ns) => sel.matches(&ns),
-        None => sel.matches(&json!({"metadata": {"labels": {}}})),
+    let name = if is_ns { &attrs.name } else { &attrs.namespace };
+    match st.store.get("/namespaces", "", name) {
+        Some(ns) => Ok(sel.matches(&ns)),
+        None => Err(ApiError::not_found("", "namespaces", name)),
     }
 }
 
@@ -174,7 +178,7 @@ pub fn should_call(
     let Some(def) = matched_resource(st, hook, attrs) else {
         return Ok(None);
     };
-    if !namespace_matches(st, hook, attrs, obj) || !object_matches(hook, attrs, obj) {
+    if !namespace_matches(st, hook, attrs, obj)? || !object_matches(hook, attrs, obj) {
         return Ok(None);
     }
     let conditions = hook
@@ -227,5 +231,90 @@ impl Operation {
             Operation::Delete => "DELETE",
             Operation::Connect => "CONNECT",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::registry;
+
+    fn attrs(plural: &str, sub: &str, ns: &str, op: Operation) -> Attributes {
+        let def = registry::find("", "v1", plural).unwrap();
+        let mut a = Attributes::new(def, op, ns, "x");
+        a.sub = sub.to_string();
+        a
+    }
+
+    fn rule(ops: &[&str], resources: &[&str], scope: &str) -> Value {
+        json!({"operations": ops, "apiGroups": [""], "apiVersions": ["v1"], "resources": resources, "scope": scope})
+    }
+
+    #[test]
+    fn resources_and_subresources_match_as_upstream() {
+        let pod = attrs("pods", "", "ns", Operation::Create);
+        let status = attrs("pods", "status", "ns", Operation::Update);
+        let def = pod.def;
+        assert!(rule_matches(&rule(&["CREATE"], &["pods"], "*"), &pod, def));
+        assert!(!rule_matches(&rule(&["UPDATE"], &["pods"], "*"), &pod, def));
+        assert!(rule_matches(&rule(&["*"], &["*"], "*"), &pod, def));
+        // `*` and `pods` leave subresources out; `pods/*` and `*/*` take them in.
+        assert!(!rule_matches(&rule(&["*"], &["*"], "*"), &status, def));
+        assert!(!rule_matches(&rule(&["*"], &["pods"], "*"), &status, def));
+        assert!(rule_matches(&rule(&["*"], &["pods/*"], "*"), &status, def));
+        assert!(rule_matches(&rule(&["*"], &["*/status"], "*"), &status, def));
+        assert!(rule_matches(&rule(&["*"], &["*/*"], "*"), &status, def));
+        // Upstream's `sub == "*" || sub == opSub`: `pods/*` covers the pod itself too.
+        assert!(rule_matches(&rule(&["*"], &["pods/*"], "*"), &pod, def));
+    }
+
+    #[test]
+    fn scope_sees_namespaces_as_cluster_scoped() {
+        let ns = attrs("namespaces", "", "", Operation::Create);
+        let pod = attrs("pods", "", "ns", Operation::Create);
+        assert!(rule_matches(&rule(&["*"], &["*"], "Cluster"), &ns, ns.def));
+        assert!(!rule_matches(&rule(&["*"], &["*"], "Namespaced"), &ns, ns.def));
+        assert!(rule_matches(&rule(&["*"], &["*"], "Namespaced"), &pod, pod.def));
+        assert!(!rule_matches(&rule(&["*"], &["*"], "Cluster"), &pod, pod.def));
+    }
+
+    #[test]
+    fn object_selector_takes_the_old_or_the_new_labels() {
+        let hook = json!({"objectSelector": {"matchLabels": {"a": "b"}}});
+        let mut a = attrs("configmaps", "", "ns", Operation::Update);
+        let labelled = json!({"metadata": {"labels": {"a": "b"}}});
+        let plain = json!({"metadata": {}});
+        assert!(object_matches(&hook, &a, Some(&labelled)));
+        assert!(!object_matches(&hook, &a, Some(&plain)));
+        a.old = Some(labelled);
+        assert!(object_matches(&hook, &a, Some(&plain)));
+    }
+
+    #[test]
+    fn match_conditions_see_object_and_request() {
+        let req = json!({"operation": "CREATE", "name": "x"});
+        let obj = json!({"metadata": {"name": "x"}});
+        assert!(
+            condition(
+                "object.metadata.name == 'x' && request.operation == 'CREATE'",
+                Some(&obj),
+                None,
+                &req
+            )
+            .unwrap()
+        );
+        assert!(
+            !condition(
+                "oldObject == null && object.metadata.name == 'y'",
+                Some(&obj),
+                None,
+                &req
+            )
+            .unwrap()
+        );
+        assert!(matches!(
+            condition("1 + 1", Some(&obj), None, &req),
+            Err(ConditionError::NotBool(_))
+        ));
     }
 }
