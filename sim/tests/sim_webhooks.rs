@@ -233,6 +233,7 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
                 "args": ["webhook", "--tls-cert-file=/webhook.local.config/certificates/tls.crt",
                     "--tls-private-key-file=/webhook.local.config/certificates/tls.key", "--alsologtostderr", "-v=4", "--port=8444"],
                 "ports": [{"containerPort": 8444}],
+                "readinessProbe": {"httpGet": {"scheme": "HTTPS", "port": 8444, "path": "/readyz"}, "periodSeconds": 1},
                 "volumeMounts": [{"name": "webhook-certs", "mountPath": "/webhook.local.config/certificates", "readOnly": true}]}]}})).await;
     for (name, selector) in [
         ("e2e-test-webhook", json!({"app": "sample-webhook"})),
