@@ -492,4 +492,19 @@ mod tests {
             assert!(lines.iter().any(|l| l == want), "missing {want:?} in {lines:#?}");
         }
     }
+
+    #[test]
+    fn match_conditions_must_compile() {
+        // The expression of upstream's conformance case "should reject ... with invalid match
+        // conditions", which looks for "compilation failed".
+        let c = json!({"webhooks": [{"name": "a.b.c", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+            "clientConfig": {"url": "https://127.0.0.1/x"},
+            "matchConditions": [{"name": "invalid-expression-1", "expression": "... [] bad expression"},
+                {"name": "ok", "expression": "object.metadata.name != 'skip-me'"}]}]});
+        let mut out = Vec::new();
+        validate(&c, false, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].field, "webhooks[0].matchConditions[0].expression");
+        assert!(out[0].message.contains("compilation failed"), "{}", out[0].message);
+    }
 }
