@@ -153,8 +153,15 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
                 .map_err(|e| ApiError::bad_request(format!("failed to read the request body: {e}")))?;
             let (resp, warnings) =
                 super::webhook::collecting_warnings(resource(&st, &t, &method, &q, &headers, &body)).await;
-            let mut resp = resp?;
-            // Warnings admission webhooks returned, as upstream's warning recorder sends them.
+            // Warnings admission webhooks returned, as upstream's warning recorder sends them,
+            // on a refusal too.
+            let mut resp = match resp {
+                Err(e) if !warnings.is_empty() => {
+                    tracing::debug!(code = e.code, reason = %e.reason, message = %e.message, "request refused");
+                    e.into_response()
+                }
+                r => r?,
+            };
             for w in warnings {
                 if let Ok(h) = axum::http::HeaderValue::from_str(&format!("299 - {w:?}")) {
                     resp.headers_mut().append("Warning", h);
@@ -183,8 +190,10 @@ async fn admit_sub_create(
     kind: (&'static str, &'static str, &'static str),
 ) -> ApiResult<Vec<u8>> {
     use super::webhook::{Attributes, Operation};
-    let mut obj: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    // A body that is not JSON is left for the subresource's handler to refuse in its words.
+    let Ok(mut obj) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Ok(body.to_vec());
+    };
     let mut attrs = Attributes::new(
         t.def,
         Operation::Create,
