@@ -35,6 +35,10 @@ pub enum CallError {
         /// What went wrong, in Go's words where the simulator can match them.
         reason: String,
     },
+    /// The webhook answered with an HTTP error status (client-go's generic server response
+    /// error, which carries no URL).
+    #[error("failed to call webhook: {0}")]
+    Status(String),
     /// The answer was not a usable AdmissionReview.
     #[error("received invalid webhook response: {0}")]
     Invalid(String),
@@ -307,13 +311,14 @@ pub async fn call(st: &AppState, hook: &Value, review: &Value, mutating: bool) -
         Ok(Ok(r)) => r,
     };
     if !(200..300).contains(&code) {
-        let text = String::from_utf8_lossy(&bytes).trim().to_string();
-        let reason = if text.is_empty() {
-            format!("the server responded with the status code {code} but did not return more information")
-        } else {
-            format!("an error on the server ({text:?}) has prevented the request from succeeding")
-        };
-        return Err(CallError::Post { url: t.url, reason });
+        // A Status body is decoded as the error it describes, as client-go does.
+        let status = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .filter(|v| v.get("kind").and_then(Value::as_str) == Some("Status"))
+            .and_then(|v| v.get("message").and_then(Value::as_str).map(String::from));
+        return Err(CallError::Status(
+            status.unwrap_or_else(|| status_error_text(code, &bytes)),
+        ));
     }
     let v: Value = serde_json::from_slice(&bytes)
         .map_err(|e| CallError::Invalid(format!("couldn't decode the webhook's answer: {e}")))?;
@@ -328,6 +333,31 @@ pub async fn call(st: &AppState, hook: &Value, review: &Value, mutating: bool) -
             Err(CallError::UnsupportedPatch(t.clone()))
         }
         _ => Ok(answer),
+    }
+}
+
+/// client-go's words for a non-2xx answer that is not a Status (`NewGenericServerResponse`).
+fn status_error_text(code: u16, body: &[u8]) -> String {
+    match code {
+        400 => "the server rejected our request for an unknown reason".into(),
+        401 => "the server has asked for the client to provide credentials".into(),
+        403 => "the server does not allow access to the requested resource".into(),
+        404 => "the server could not find the requested resource".into(),
+        405 => "the server does not allow this method on the requested resource".into(),
+        409 => "the server reported a conflict".into(),
+        422 => "the server rejected our request due to an error in our request".into(),
+        429 => "the server has received too many requests and has asked us to try again later".into(),
+        503 => "the server is currently unable to handle the request".into(),
+        504 => {
+            "the server was unable to return a response in the time allotted, but may still be processing the request"
+                .into()
+        }
+        c if c >= 500 => {
+            let text = String::from_utf8_lossy(body).trim().to_string();
+            let text = if text.is_empty() { "unknown".to_string() } else { text };
+            format!("an error on the server ({text:?}) has prevented the request from succeeding")
+        }
+        c => format!("the server responded with the status code {c} but did not return more information"),
     }
 }
 
