@@ -9,12 +9,12 @@
 //!
 //! Split by concept: `config` holds the two configuration kinds' defaults and validation,
 //! `matching` which webhooks a request goes to, `call` the HTTPS call and the AdmissionReview
-//! it carries, `mutate` the mutating chain (patches, reinvocation). This file keeps the
-//! validating dispatch, the error texts shared by both, and the warnings webhooks return.
+//! it carries, `mutate` the mutating chain (patches, reinvocation), `subresource` the
+//! subresource creates and CONNECTs. This file keeps the validating dispatch, the error texts
+//! shared by both, and the warnings webhooks return.
 //!
-//! Deliberately not modelled: AdmissionReview `v1beta1` (every webhook is sent `v1`, which
-//! validation requires a configuration to accept), audit annotations (there is no audit log),
-//! and the built-in plugins' reinvocation (only webhooks are reinvoked).
+//! Deliberately not modelled: audit annotations (there is no audit log), and the built-in
+//! plugins' reinvocation (only webhooks are reinvoked).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -30,6 +30,7 @@ pub mod call;
 pub mod config;
 pub mod matching;
 mod mutate;
+pub mod subresource;
 
 pub use mutate::mutate;
 
