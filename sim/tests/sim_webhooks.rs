@@ -114,7 +114,8 @@ async fn create(client: &Client, group: &str, plural: &str, kind: &str, obj: Val
         .unwrap_or_else(|e| panic!("create {plural}: {e}"));
 }
 
-/// An HTTPS admission server on 127.0.0.1: `/deny` refuses with `message`, any other path
+/// An HTTPS admission server on 127.0.0.1: `/deny` refuses with `message`, `/start` patches in
+/// the data upstream's `/mutating-configmaps` reacts to (`mutation-start: yes`), any other path
 /// allows with the warning `message`.
 async fn url_webhook(c: &Certs, message: &'static str) -> u16 {
     use rustls::pki_types::pem::PemObject;
@@ -160,10 +161,13 @@ async fn url_webhook(c: &Certs, message: &'static str) -> u16 {
             };
             let Some(body) = body else { continue };
             let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let deny = String::from_utf8_lossy(&buf).starts_with("POST /deny");
+            let head = String::from_utf8_lossy(&buf).to_string();
             let uid = review.pointer("/request/uid").cloned().unwrap_or(Value::Null);
-            let response = if deny {
+            let response = if head.starts_with("POST /deny") {
                 json!({"uid": uid, "allowed": false, "status": {"message": message, "code": 403}})
+            } else if head.starts_with("POST /start") {
+                let patch = json!([{"op": "add", "path": "/data", "value": {"mutation-start": "yes"}}]).to_string();
+                json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": b64(&patch)})
             } else {
                 json!({"uid": uid, "allowed": true, "warnings": [message]})
             };
@@ -215,6 +219,7 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
         ("target", json!({"webhook-test": "true"})),
         ("plain", json!({})),
         ("open", json!({"webhook-test": "ignore"})),
+        ("again", json!({"webhook-test": "again"})),
     ] {
         create(
             &client,
@@ -334,6 +339,38 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
                 json!({"namespaceSelector": in_target, "admissionReviewVersions": ["v1beta1", "v1"]})),
         ]
     })).await;
+
+    // Reinvocation: `/mutating-configmaps` runs before the url webhook adds the data it reacts
+    // to; only under `reinvocationPolicy: IfNeeded` is it called again and adds its stage.
+    let in_again = json!({"matchLabels": {"webhook-test": "again"}});
+    let start = json!({"url": format!("https://127.0.0.1:{url_port}/start"), "caBundle": b64(&url_certs.ca_pem)});
+    let mut reinvoke_hooks = Vec::new();
+    for policy in ["IfNeeded", "Never"] {
+        let only = json!({"namespaceSelector": in_again, "objectSelector": {"matchLabels": {"policy": policy}},
+            "reinvocationPolicy": policy});
+        reinvoke_hooks.push(hook(
+            &format!("stage-{}.k8s.io", policy.to_lowercase()),
+            service("e2e-test-webhook", "/mutating-configmaps", &c.ca_pem),
+            &["CREATE"],
+            &["configmaps"],
+            only.clone(),
+        ));
+        reinvoke_hooks.push(hook(
+            &format!("start-{}.k8s.io", policy.to_lowercase()),
+            start.clone(),
+            &["CREATE"],
+            &["configmaps"],
+            only,
+        ));
+    }
+    create(
+        &client,
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        json!({"metadata": {"name": "reinvoke"}, "webhooks": reinvoke_hooks}),
+    )
+    .await;
 
     // The configuration reads back defaulted, and kubectl's table counts its webhooks.
     let (code, out, err) = run(
@@ -498,6 +535,27 @@ async fn admission_webhooks_deny_mutate_fail_and_time_out_like_upstream() {
         err.contains("admission webhook \"url.k8s.io\" denied the request: refused by the url webhook"),
         "{err}"
     );
+
+    for (policy, want) in [
+        ("IfNeeded", vec![("mutation-stage-1", "yes"), ("mutation-start", "yes")]),
+        ("Never", vec![("mutation-start", "yes")]),
+    ] {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": policy.to_lowercase(), "labels": {"policy": policy}}});
+        let (code, _, err) = run(s(&["-n", "again", "create", "-f", "-"]), Some(body.to_string()))
+            .await
+            .unwrap();
+        assert_eq!(code, Some(0), "{err}");
+        let again: Api<ConfigMap> = Api::namespaced(client.clone(), "again");
+        let data = again
+            .get(&policy.to_lowercase())
+            .await
+            .unwrap()
+            .data
+            .unwrap_or_default();
+        let got: Vec<(&str, &str)> = data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(got, want, "{policy}");
+    }
 
     // A webhook's warnings reach kubectl.
     let (code, _, err) = run(
