@@ -37,6 +37,10 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
     }
     match (def.group, def.plural) {
         (super::crd::GROUP, "customresourcedefinitions") => super::crd::default_crd(obj),
+        (super::webhook::config::GROUP, "mutatingwebhookconfigurations") => super::webhook::config::default(obj, true),
+        (super::webhook::config::GROUP, "validatingwebhookconfigurations") => {
+            super::webhook::config::default(obj, false);
+        }
         ("", "pods") => {
             if let Some(spec) = obj.get_mut("spec") {
                 pod_spec(spec);

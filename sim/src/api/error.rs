@@ -113,8 +113,9 @@ impl Cause {
 pub struct ApiError {
     /// HTTP status code, also `Status.code`.
     pub code: u16,
-    /// `Status.reason` (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`...).
-    pub reason: &'static str,
+    /// `Status.reason` (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`...); owned when it
+    /// comes from elsewhere (an admission webhook's own Status).
+    pub reason: std::borrow::Cow<'static, str>,
     /// `Status.message`.
     pub message: String,
     /// `Status.details`, when the error concerns one object.
@@ -125,7 +126,7 @@ impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             code,
-            reason,
+            reason: std::borrow::Cow::Borrowed(reason),
             message: message.into(),
             details: None,
         }

@@ -155,6 +155,12 @@ fn roundtrip(def: &ResourceDef, v: &Value) -> Option<Result<Value, serde_json::E
         ("rbac.authorization.k8s.io", "clusterroles") => rt!(a::rbac::v1::ClusterRole),
         ("rbac.authorization.k8s.io", "rolebindings") => rt!(a::rbac::v1::RoleBinding),
         ("rbac.authorization.k8s.io", "clusterrolebindings") => rt!(a::rbac::v1::ClusterRoleBinding),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            rt!(a::admissionregistration::v1::MutatingWebhookConfiguration)
+        }
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            rt!(a::admissionregistration::v1::ValidatingWebhookConfiguration)
+        }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             rt!(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition)
         }

@@ -98,7 +98,7 @@ async fn dispatch(State(st): State<AppState>, req: Request) -> Response {
     match result {
         Ok(r) => r,
         Err(e) => {
-            tracing::debug!(%method, %path, code = e.code, reason = e.reason, message = %e.message, "request failed");
+            tracing::debug!(%method, %path, code = e.code, reason = %e.reason, message = %e.message, "request failed");
             e.into_response()
         }
     }
@@ -138,6 +138,9 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
         Route::OpenApiDoc(g, v) => Ok(json_response(200, &openapi::document_in(&defs, &g, &v), &[])),
         Route::NotFound => Err(ApiError::no_route(&path)),
         Route::Resource(t) => {
+            if matches!(t.sub.as_deref(), Some("exec" | "attach" | "portforward" | "proxy")) {
+                super::webhook::subresource::connect(&st, &t, raw_query.as_deref()).await?;
+            }
             match t.sub.as_deref() {
                 Some("log") => return proxy::log(&st, &t, &q).await,
                 Some("exec" | "attach") => return proxy::exec(&st, &t, raw_query.as_deref(), req).await,
@@ -148,7 +151,22 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
             let body = to_bytes(req.into_body(), MAX_BODY)
                 .await
                 .map_err(|e| ApiError::bad_request(format!("failed to read the request body: {e}")))?;
-            let mut resp = resource(&st, &t, &method, &q, &headers, &body).await?;
+            let (resp, warnings) =
+                super::webhook::collecting_warnings(resource(&st, &t, &method, &q, &headers, &body)).await;
+            // Warnings admission webhooks returned, as upstream's warning recorder sends them,
+            // on a refusal too.
+            let mut resp = match resp {
+                Err(e) if !warnings.is_empty() => {
+                    tracing::debug!(code = e.code, reason = %e.reason, message = %e.message, "request refused");
+                    e.into_response()
+                }
+                r => r?,
+            };
+            for w in warnings {
+                if let Ok(h) = axum::http::HeaderValue::from_str(&format!("299 - {w:?}")) {
+                    resp.headers_mut().append("Warning", h);
+                }
+            }
             // The deprecation filter warns on every request to a deprecated resource, as
             // upstream's `WithDeprecationWarning` does (kubectl prints it as `Warning: ...`).
             if let Some(w) = t.def.deprecation()
@@ -254,7 +272,7 @@ async fn resource(
         }
         (None, Some(_), m) if *m == Method::PUT => {
             verb_ok("update")?;
-            objects::update(st, t, q, headers, body)
+            objects::update(st, t, q, headers, body).await
         }
         (None, Some(_), m) if *m == Method::PATCH => {
             verb_ok("patch")?;
@@ -262,31 +280,38 @@ async fn resource(
             if is_apply(headers) {
                 return objects::apply_patch(st, t, q, headers, body).await;
             }
-            objects::patch_object(st, t, q, headers, body)
+            objects::patch_object(st, t, q, headers, body).await
         }
         (None, Some(_), m) if *m == Method::DELETE => {
             verb_ok("delete")?;
-            objects::delete(st, t, q, body)
+            objects::delete(st, t, q, body).await
         }
-        (None, None, m) if *m == Method::DELETE => objects::delete_collection(st, t, q, body),
+        (None, None, m) if *m == Method::DELETE => objects::delete_collection(st, t, q, body).await,
         (Some(sub), Some(name), m) => {
             if !def.has_sub(sub) {
                 return Err(ApiError::no_route(&format!("{}/{name}/{sub}", def.plural)));
             }
             match (sub, m.as_str()) {
                 ("status" | "approval", "GET") => objects::get(st, t, q, headers),
-                ("status" | "approval", "PUT") => objects::update(st, t, q, headers, body),
+                ("status" | "approval", "PUT") => objects::update(st, t, q, headers, body).await,
                 ("status" | "approval", "PATCH") if is_apply(headers) => {
                     objects::apply_patch(st, t, q, headers, body).await
                 }
                 ("status" | "approval", "PATCH") => {
                     refuse_strategic_for_custom(def, headers)?;
-                    objects::patch_object(st, t, q, headers, body)
+                    objects::patch_object(st, t, q, headers, body).await
                 }
-                ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body),
-                ("binding", "POST") => objects::bind(st, &ns, name, body),
-                ("eviction", "POST") => objects::evict(st, &ns, name, q, body),
-                ("finalize", "PUT") => objects::update(st, t, q, headers, body),
+                ("scale", "GET" | "PUT" | "PATCH") => objects::scale(st, t, q, headers, m, body).await,
+                ("binding", "POST") => {
+                    let body = super::webhook::subresource::create(st, t, name, body, ("", "v1", "Binding")).await?;
+                    objects::bind(st, &ns, name, &body)
+                }
+                ("eviction", "POST") => {
+                    let body =
+                        super::webhook::subresource::create(st, t, name, body, ("policy", "v1", "Eviction")).await?;
+                    objects::evict(st, &ns, name, q, &body)
+                }
+                ("finalize", "PUT") => objects::update(st, t, q, headers, body).await,
                 ("token", "POST") => objects::token_request(st, &ns, name, body),
                 _ => Err(ApiError::method_not_allowed(format!(
                     "{m} is not supported on {}/{sub}",

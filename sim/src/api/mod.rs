@@ -46,6 +46,7 @@ pub mod transient;
 pub mod validate;
 pub mod validate_kinds;
 pub mod watch;
+pub mod webhook;
 pub mod zero;
 
 pub use error::{ApiError, Cause, Error};

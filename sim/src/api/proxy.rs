@@ -31,8 +31,8 @@ use super::tls;
 
 /// Where a forwarded request goes.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Upstream {
-    pub(super) addr: SocketAddr,
+pub(crate) struct Upstream {
+    pub(crate) addr: SocketAddr,
     https: bool,
 }
 
@@ -519,7 +519,13 @@ fn named_container_port(p: &Value, name: &str) -> Option<u16> {
 
 /// A ready endpoint of a Service for the named (or only) port, from its EndpointSlices, else
 /// its Endpoints object.
-fn service_endpoint(st: &AppState, ns: &str, name: &str, port: Option<&str>, https: bool) -> ApiResult<Upstream> {
+pub(crate) fn service_endpoint(
+    st: &AppState,
+    ns: &str,
+    name: &str,
+    port: Option<&str>,
+    https: bool,
+) -> ApiResult<Upstream> {
     let svc = st
         .store
         .get("/services", ns, name)

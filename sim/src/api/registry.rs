@@ -226,6 +226,10 @@ pub static RESOURCES: &[ResourceDef] = &[
     def("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", NONE, NONE, true, RW, NONE),
     def("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
         "customresourcedefinition", &["crd", "crds"], &["api-extensions"], false, RW, &["status"]),
+    def("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
+        "mutatingwebhookconfiguration", NONE, &["api-extensions"], false, RW, NONE),
+    def("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations",
+        "validatingwebhookconfiguration", NONE, &["api-extensions"], false, RW, NONE),
 ];
 
 /// The served group versions in discovery order: `("", "v1")` first.

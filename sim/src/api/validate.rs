@@ -29,7 +29,7 @@ const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 
 /// Which name rule a resource's names follow.
 #[derive(Clone, Copy)]
-enum NameRule {
+pub(crate) enum NameRule {
     Subdomain,
     Label1123,
     Label1035,
@@ -48,7 +48,7 @@ fn name_rule(def: &ResourceDef) -> NameRule {
     }
 }
 
-fn check_name(value: &str, rule: NameRule, field: &str, out: &mut Vec<Cause>) {
+pub(crate) fn check_name(value: &str, rule: NameRule, field: &str, out: &mut Vec<Cause>) {
     if let NameRule::PathSegment = rule {
         // Upstream's path.IsValidPathSegmentName.
         let why = match value {
@@ -97,6 +97,9 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
     }
     if let Some(custom) = def.custom {
         out.extend(super::crd::schema::validate(&custom.schema, obj, old));
+    }
+    if super::webhook::config::is_config(def.group, def.plural) {
+        super::webhook::config::validate(obj, def.plural.starts_with("mutating"), &mut out);
     }
     if (def.group, def.plural) == (super::crd::GROUP, "customresourcedefinitions") {
         super::crd::validate::validate(obj, old, &mut out);

@@ -308,7 +308,7 @@ pub(crate) mod testutil {
     use crate::api::state::{AppState, StateConfig};
 
     /// An empty API state on address block 200.
-    pub(super) fn state() -> AppState {
+    pub(crate) fn state() -> AppState {
         AppState::new(StateConfig::new(AddressBlock(200)))
     }
 }

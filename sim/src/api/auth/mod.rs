@@ -94,7 +94,7 @@ pub fn forbidden(u: &UserInfo, a: &Attributes, reason: &str) -> ApiError {
     }
     ApiError {
         code: 403,
-        reason: "Forbidden",
+        reason: "Forbidden".into(),
         message,
         details: Some(Value::Object(details)),
     }

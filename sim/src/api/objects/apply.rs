@@ -89,7 +89,9 @@ pub async fn apply_patch(
             Some(precondition),
             is_dry_run(q),
             Tracking::Applied,
-        ) {
+        )
+        .await
+        {
             Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
             // Apply conflicts come from `ssa::apply` above; a Conflict here is the store's.
             Err(e) if e.reason == "Conflict" && user_rv.is_none() => {

@@ -17,6 +17,7 @@ use crate::api::route::Target;
 use crate::api::ssa::{self, Tracking};
 use crate::api::state::AppState;
 use crate::api::store::StoreError;
+use crate::api::webhook::{self, Attributes, Operation};
 
 /// Checks the namespace a new object goes into: it must exist and not be terminating.
 fn check_namespace(st: &AppState, def: &ResourceDef, ns: &str, name: &str) -> ApiResult<()> {
@@ -153,10 +154,21 @@ pub async fn insert(
         ));
     }
     check_namespace(st, def, &ns, if explicit.is_empty() { &generate } else { &explicit })?;
-    // Allocation (ClusterIPs, NodePorts) reads the store; holding this lock until the create
-    // lands keeps two creates from taking the same address.
-    let _alloc = st.alloc.lock().await;
     let dry_run = is_dry_run(q);
+    // Mutating webhooks run on the decoded, defaulted object, before the built-in admission
+    // and validation (a generated name is not chosen yet, as upstream).
+    let mut attrs = Attributes::new(def, Operation::Create, &ns, &explicit);
+    attrs.dry_run = dry_run;
+    if dry_run {
+        attrs.options["dryRun"] = json!(["All"]);
+    }
+    crate::api::defaults::apply(def, &mut obj);
+    webhook::mutate(st, &attrs, Some(&mut obj)).await?;
+    // Allocation (ClusterIPs, NodePorts) reads the store; holding this lock until the create
+    // lands keeps two creates from taking the same address. Validating webhooks run under it
+    // too, because they must see the object as it will be stored (allocated addresses
+    // included), as upstream's run inside the storage write.
+    let _alloc = st.alloc.lock().await;
     for attempt in 0..8 {
         let mut candidate = obj.clone();
         if explicit.is_empty() {
@@ -164,6 +176,8 @@ pub async fn insert(
         }
         let name = meta::name(&candidate).to_string();
         admission::on_create(st, def, &mut candidate)?;
+        attrs.name.clone_from(&name);
+        webhook::validate(st, &attrs, Some(&candidate)).await?;
         if let Tracking::Update { manager, subresource } = tracking {
             ssa::track_update(def, None, &mut candidate, manager, subresource);
         }

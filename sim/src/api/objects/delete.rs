@@ -13,6 +13,7 @@ use crate::api::registry::ResourceDef;
 use crate::api::route::Target;
 use crate::api::state::AppState;
 use crate::api::store::rv_of;
+use crate::api::webhook::{self, Attributes, Operation};
 
 /// Whether an object whose deletion is pending can go now: no finalizers left and no grace
 /// period to wait for (namespaces also wait for `spec.finalizers`).
@@ -305,17 +306,47 @@ fn add_propagation_finalizer(obj: &mut Value, opts: &DeleteOptions) {
     }
 }
 
+/// The admission webhooks' say on deleting `ns/name` (nothing when it is already gone: the
+/// deletion answers 404 itself). Upstream runs admission for each object a deletecollection
+/// removes as well.
+async fn admit_delete(
+    st: &AppState,
+    def: &'static ResourceDef,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOptions,
+) -> ApiResult<()> {
+    let Some(old) = st.store.get(&def.storage_key(), ns, name) else {
+        return Ok(());
+    };
+    let mut attrs = Attributes::new(def, Operation::Delete, ns, name);
+    attrs.old = Some(old);
+    attrs.dry_run = opts.dry_run;
+    if opts.dry_run {
+        attrs.options["dryRun"] = json!(["All"]);
+    }
+    if let Some(p) = &opts.propagation {
+        attrs.options["propagationPolicy"] = json!(p);
+    }
+    if let Some(g) = opts.grace {
+        attrs.options["gracePeriodSeconds"] = json!(g);
+    }
+    webhook::mutate(st, &attrs, None).await?;
+    webhook::validate(st, &attrs, None).await
+}
+
 /// DELETE of one object.
-pub fn delete(st: &AppState, t: &Target, q: &Query, body: &[u8]) -> ApiResult<Response> {
+pub async fn delete(st: &AppState, t: &Target, q: &Query, body: &[u8]) -> ApiResult<Response> {
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
     let opts = DeleteOptions::parse(q, body)?;
+    admit_delete(st, t.def, &ns, &name, &opts).await?;
     let out = delete_one(st, t.def, &ns, &name, &opts)?;
     Ok(json_response(200, &out, &[]))
 }
 
 /// DELETE of a collection: every selected object, each by its own rules.
-pub fn delete_collection(st: &AppState, t: &Target, q: &Query, body: &[u8]) -> ApiResult<Response> {
+pub async fn delete_collection(st: &AppState, t: &Target, q: &Query, body: &[u8]) -> ApiResult<Response> {
     let def = t.def;
     if !def.allows("deletecollection") {
         return Err(ApiError::method_not_allowed(format!(
@@ -327,6 +358,7 @@ pub fn delete_collection(st: &AppState, t: &Target, q: &Query, body: &[u8]) -> A
     let (items, rv) = select(st, def, t.namespace.as_deref(), q)?;
     let mut out = Vec::new();
     for o in &items {
+        admit_delete(st, def, meta::namespace(o), meta::name(o), &opts).await?;
         match delete_one(st, def, meta::namespace(o), meta::name(o), &opts) {
             Ok(v) if v.get("kind").and_then(Value::as_str) == Some("Status") => out.push(o.clone()),
             Ok(v) => out.push(v),

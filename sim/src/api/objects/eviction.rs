@@ -34,7 +34,7 @@ fn too_many_requests(message: String, retry_after: i64, cause: Option<String>) -
     }
     ApiError {
         code: 429,
-        reason: "TooManyRequests",
+        reason: "TooManyRequests".into(),
         message,
         details: Some(details),
     }
@@ -274,7 +274,7 @@ mod tests {
     fn unobserved_budget_asks_to_retry_after_ten_seconds() {
         let st = state_with(json!({"disruptionsAllowed": 1}));
         let e = evict(&st, "default", "a", &Query::new(), b"").unwrap_err();
-        assert_eq!((e.code, e.reason), (429, "TooManyRequests"));
+        assert_eq!((e.code, &*e.reason), (429, "TooManyRequests"));
         assert_eq!(
             e.message,
             "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget web is still being processed by the server."

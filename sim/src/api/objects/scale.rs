@@ -82,7 +82,7 @@ pub fn selector_string(sel: &Value) -> String {
 }
 
 /// GET/PUT/PATCH of the scale subresource.
-pub fn scale(
+pub async fn scale(
     st: &AppState,
     t: &Target,
     q: &Query,
@@ -96,7 +96,7 @@ pub fn scale(
     let is_patch = *method == axum::http::Method::PATCH;
     let options = if is_patch { "PatchOptions" } else { "UpdateOptions" };
     if is_patch && patch::kind_of(headers)? == patch::PatchKind::Apply {
-        return apply(st, t, q, headers, body);
+        return apply(st, t, q, headers, body).await;
     }
     let manager = ssa::manager_of(q, headers, options, false)?;
     let tracking = Tracking::Update {
@@ -148,7 +148,7 @@ pub fn scale(
             Some(c) => crate::api::crd::serve::set_replicas(c, &mut new, replicas),
             None => new["spec"]["replicas"] = json!(replicas),
         }
-        match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q), tracking) {
+        match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q), tracking).await {
             Ok(written) => return Ok(json_response(200, &scale_of(def, &written), &[])),
             Err(e) if e.reason == "Conflict" && user_rv.is_none() => continue,
             Err(e) => return Err(e),
@@ -159,7 +159,7 @@ pub fn scale(
 
 /// Server-side apply of a Scale: replicas ownership moves between the parent's entries (see
 /// [`ssa::apply_scale`]), then the write goes the usual way.
-fn apply(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+async fn apply(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
     let def = t.def;
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
@@ -192,7 +192,9 @@ fn apply(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8])
             Some(rv_of(&old)),
             is_dry_run(q),
             Tracking::Applied,
-        ) {
+        )
+        .await
+        {
             Ok(written) => return Ok(json_response(200, &scale_of(def, &written), &[])),
             Err(e) if e.reason == "Conflict" => continue,
             Err(e) => return Err(e),

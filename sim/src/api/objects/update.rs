@@ -19,6 +19,7 @@ use crate::api::route::Target;
 use crate::api::ssa::{self, Tracking};
 use crate::api::state::AppState;
 use crate::api::store::{StoreError, rv_of};
+use crate::api::webhook::{self, Attributes, Operation};
 
 /// Fields of `metadata` only the server sets; an update keeps the stored values.
 const SYSTEM_META: &[&str] = &[
@@ -116,9 +117,9 @@ fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
     clippy::too_many_arguments,
     reason = "one write's whole context, passed by each verb"
 )]
-pub fn commit(
+pub async fn commit(
     st: &AppState,
-    def: &ResourceDef,
+    def: &'static ResourceDef,
     old: &Value,
     new: Value,
     sub: Option<&str>,
@@ -133,9 +134,23 @@ pub fn commit(
     }
     let mut new = merge_system_fields(def, old, new, sub);
     meta::drop_nulls(&mut new);
+    // Mutating webhooks see the decoded, defaulted object; validating ones the object as it
+    // will be stored, after the built-in admission and validation.
+    let mut attrs = Attributes::new(def, Operation::Update, &ns, &name);
+    attrs.sub = sub.unwrap_or_default().to_string();
+    attrs.old = Some(old.clone());
+    attrs.dry_run = dry_run;
+    if dry_run {
+        attrs.options["dryRun"] = json!(["All"]);
+    }
+    if sub.is_none() {
+        crate::api::defaults::apply(def, &mut new);
+    }
+    webhook::mutate(st, &attrs, Some(&mut new)).await?;
     if sub.is_none() {
         admission::on_update(st, def, old, &mut new)?;
     }
+    webhook::validate(st, &attrs, Some(&new)).await?;
     if (def.group, def.plural) == ("certificates.k8s.io", "certificatesigningrequests") {
         let mut causes = Vec::new();
         crate::api::validate_kinds::csr_update(sub, &new, old, &mut causes);
@@ -176,7 +191,7 @@ pub fn commit(
 }
 
 /// PUT of an object or of its status/finalize subresource (the target's).
-pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+pub async fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
     let def = t.def;
     let sub = t.sub.as_deref();
     let ns = scope_ns(t)?;
@@ -230,7 +245,7 @@ pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &
             out["spec"]["finalizers"] = new.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
             new = out;
         }
-        match commit(st, def, &old, new, sub, precondition, is_dry_run(q), tracking) {
+        match commit(st, def, &old, new, sub, precondition, is_dry_run(q), tracking).await {
             Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
             Err(e) if precondition.is_none() && super::is_stale_write(&e) && tries < 32 => tries += 1,
             Err(e) => return Err(e),
@@ -239,7 +254,13 @@ pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &
 }
 
 /// PATCH of an object or its status subresource (the target's).
-pub fn patch_object(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+pub async fn patch_object(
+    st: &AppState,
+    t: &Target,
+    q: &Query,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Response> {
     let def = t.def;
     let sub = t.sub.as_deref();
     let ns = scope_ns(t)?;
@@ -270,7 +291,7 @@ pub fn patch_object(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
             _ => Some(rv_of(&old)),
         };
         let new = convert::to_storage(def, patched);
-        match commit(st, def, &old, new, sub, precondition, is_dry_run(q), tracking) {
+        match commit(st, def, &old, new, sub, precondition, is_dry_run(q), tracking).await {
             Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
             Err(e) if e.reason == "Conflict" && user_rv.is_none_or(|rv| rv == rv_of(&old)) => {
                 // Someone else wrote between our read and write: reapply, like upstream.

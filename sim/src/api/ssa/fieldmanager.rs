@@ -463,7 +463,7 @@ mod tests {
         assert_eq!(second["data"], json!({"a": "1"}));
         // bob changes a: conflict, unless forced.
         let e = apply(def, "", Some(&second), &cm(json!({"a": "2"})), "bob", false).unwrap_err();
-        assert_eq!((e.code, e.reason), (409, "Conflict"));
+        assert_eq!((e.code, &*e.reason), (409, "Conflict"));
         assert_eq!(
             e.message,
             "Apply failed with 1 conflict: conflict with \"alice\": .data.a"
@@ -482,7 +482,7 @@ mod tests {
         let dup = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
             "spec": {"containers": [{"name": "c"}, {"name": "c"}]}});
         let e = apply(pods, "", None, &dup, "x", false).unwrap_err();
-        assert_eq!((e.code, e.reason), (500, ""));
+        assert_eq!((e.code, &*e.reason), (500, ""));
         assert_eq!(
             e.message,
             "failed to create typed patch object (default/p; /v1, Kind=Pod): .spec.containers: duplicate entries for key [name=\"c\"]"

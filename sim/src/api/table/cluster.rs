@@ -1,4 +1,5 @@
-//! Columns of the networking, policy, storage, certificates, flowcontrol and pod-template kinds,
+//! Columns of the networking, policy, storage, certificates, flowcontrol, admission webhook
+//! configuration and pod-template kinds,
 //! from upstream's `pkg/printers/internalversion/printers.go` (`AddHandlers` for the column
 //! definitions, `print<Kind>` for the cells). [`columns`] picks a kind's list.
 
@@ -314,6 +315,15 @@ const PRIORITYLEVELCONFIGURATIONS: &[Column] = &[
     AGE,
 ];
 
+/// Both webhook configuration kinds (upstream's `webhookConfigurationColumnDefinitions`).
+const WEBHOOKCONFIGURATIONS: &[Column] = &[
+    NAME,
+    typed("Webhooks", "integer", |o| {
+        json!(o.get("webhooks").and_then(Value::as_array).map_or(0, Vec::len))
+    }),
+    AGE,
+];
+
 /// The columns of one of this module's kinds, `None` for other kinds.
 pub(super) fn columns(def: &ResourceDef) -> Option<&'static [Column]> {
     Some(match (def.group, def.plural) {
@@ -331,6 +341,9 @@ pub(super) fn columns(def: &ResourceDef) -> Option<&'static [Column]> {
         ("certificates.k8s.io", "certificatesigningrequests") => CERTIFICATESIGNINGREQUESTS,
         ("flowcontrol.apiserver.k8s.io", "flowschemas") => FLOWSCHEMAS,
         ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => PRIORITYLEVELCONFIGURATIONS,
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations" | "validatingwebhookconfigurations") => {
+            WEBHOOKCONFIGURATIONS
+        }
         _ => return None,
     })
 }

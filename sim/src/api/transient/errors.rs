@@ -78,7 +78,7 @@ pub fn response(code: u16) -> Response {
                 "Timeout: request did not complete within requested timeout - context deadline exceeded",
             );
             e.code = 504;
-            e.reason = "Timeout";
+            e.reason = "Timeout".into();
             e.details = Some(json!({}));
             e.into_response()
         }

@@ -77,11 +77,25 @@ async fn probe_once(kl: &Kubelet, ctx: &Ctx, p: &Probe, c: &Container) -> Result
             .flatten()
             .map(|h| (h.name.clone(), h.value.clone()))
             .collect();
-        if g.scheme.as_deref() == Some("HTTPS") {
-            return Err("HTTPS probes are not emulated by the simulator".into());
-        }
         let addr = SocketAddr::new(host, port);
-        return match http::get(kl.net.dialer(), &src, addr, &addr.to_string(), &path, &headers, timeout).await {
+        let host_header = addr.to_string();
+        // The kubelet's HTTPS probes skip certificate verification (upstream's prober sets
+        // InsecureSkipVerify), which the e2e webhook server's readiness probe relies on.
+        let tls = (g.scheme.as_deref() == Some("HTTPS")).then(|| {
+            (
+                crate::api::tls::insecure_client_config(),
+                rustls::pki_types::ServerName::IpAddress(host.into()),
+            )
+        });
+        let req = http::Request {
+            method: "GET",
+            host: &host_header,
+            path: &path,
+            headers: &headers,
+            body: None,
+            tls,
+        };
+        return match http::request(kl.net.dialer(), &src, addr, &req, timeout).await {
             Ok(r) if (200..400).contains(&r.status) => Ok(()),
             Ok(r) => Err(format!("HTTP probe failed with statuscode: {}", r.status)),
             Err(e) => Err(error_chain(&e)),

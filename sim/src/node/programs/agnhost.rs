@@ -19,7 +19,7 @@ use crate::node::{dns, http, shell};
 use crossconf_model::os::Os;
 
 /// Parsed cobra-style flags: `--name=value`, `--name value`, `--flag`.
-fn flags(args: &[String]) -> (HashMap<String, String>, Vec<String>) {
+pub(super) fn flags(args: &[String]) -> (HashMap<String, String>, Vec<String>) {
     let mut m = HashMap::new();
     let mut pos = Vec::new();
     let mut i = 0;
@@ -126,6 +126,7 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
         "porter" => porter(ctx).await,
         "connect" => connect(ctx, rest).await,
         "inclusterclient" => super::inclusterclient::run(ctx, rest).await,
+        "webhook" => super::agnhost_webhook::run(ctx, rest).await,
         other => {
             ctx.out.err_line(&format!(
                 "Error: unknown command \"{other}\" for \"agnhost\" (the simulator does not emulate agnhost {other})"

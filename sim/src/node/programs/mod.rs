@@ -8,6 +8,7 @@
 //! executable, with a note that the simulator does not emulate it.
 
 pub mod agnhost;
+pub mod agnhost_webhook;
 pub mod inclusterclient;
 pub mod servers;
 pub mod stdin;
