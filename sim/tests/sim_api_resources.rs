@@ -144,6 +144,14 @@ async fn kubectl_api_resources_match_a_kind_1_33_cluster() {
         let got = served
             .iter()
             .find(|r| r.name == want.name && r.api_version == want.api_version);
+        // The gap list only shrinks: a listed resource that is now served must leave it.
+        if got == Some(want) && gaps.contains_key(&want.resource()) {
+            missing.push(format!(
+                "{}: served now, but README.md still lists it under \"Simulated API: deliberate gaps\"",
+                want.resource()
+            ));
+            continue;
+        }
         if got == Some(want) || gaps.contains_key(&want.resource()) {
             continue;
         }

@@ -41,6 +41,8 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
         (super::webhook::config::GROUP, "validatingwebhookconfigurations") => {
             super::webhook::config::default(obj, false);
         }
+        (super::vap::GROUP, super::vap::POLICIES) => super::vap::config::default_policy(obj),
+        (super::vap::GROUP, super::vap::BINDINGS) => super::vap::config::default_binding(obj),
         ("", "pods") => {
             if let Some(spec) = obj.get_mut("spec") {
                 pod_spec(spec);

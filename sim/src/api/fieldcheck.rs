@@ -161,6 +161,12 @@ fn roundtrip(def: &ResourceDef, v: &Value) -> Option<Result<Value, serde_json::E
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
             rt!(a::admissionregistration::v1::ValidatingWebhookConfiguration)
         }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            rt!(a::admissionregistration::v1::ValidatingAdmissionPolicy)
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            rt!(a::admissionregistration::v1::ValidatingAdmissionPolicyBinding)
+        }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             rt!(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition)
         }

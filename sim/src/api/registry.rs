@@ -230,6 +230,10 @@ pub static RESOURCES: &[ResourceDef] = &[
         "mutatingwebhookconfiguration", NONE, &["api-extensions"], false, RW, NONE),
     def("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations",
         "validatingwebhookconfiguration", NONE, &["api-extensions"], false, RW, NONE),
+    def("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies",
+        "validatingadmissionpolicy", NONE, &["api-extensions"], false, RW, &["status"]),
+    def("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings",
+        "validatingadmissionpolicybinding", NONE, &["api-extensions"], false, RW, NONE),
 ];
 
 /// The served group versions in discovery order: `("", "v1")` first.

@@ -98,6 +98,12 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
     if let Some(custom) = def.custom {
         out.extend(super::crd::schema::validate(&custom.schema, obj, old));
     }
+    if (def.group, def.plural) == (super::vap::GROUP, super::vap::POLICIES) {
+        super::vap::config::validate_policy(obj, &mut out);
+    }
+    if (def.group, def.plural) == (super::vap::GROUP, super::vap::BINDINGS) {
+        super::vap::config::validate_binding(obj, &mut out);
+    }
     if super::webhook::config::is_config(def.group, def.plural) {
         super::webhook::config::validate(obj, def.plural.starts_with("mutating"), &mut out);
     }

@@ -181,9 +181,11 @@ pub fn reconcile(st: &AppState, name: &str) {
     tracing::warn!(crd = name, "CRD status update kept conflicting");
 }
 
-/// Runs [`reconcile`] after a write that landed, when it was a CRD's; after a custom
+/// Runs [`reconcile`] after a write that landed, when it was a CRD's (and records a written
+/// ValidatingAdmissionPolicy's status, [`crate::api::vap::after_write`]); after a custom
 /// object's write, finishes its CRD's finalization if that was waiting for it.
 pub fn after_write(st: &AppState, def: &ResourceDef, name: &str) {
+    crate::api::vap::after_write(st, def, name);
     if (def.group, def.plural) == (GROUP, "customresourcedefinitions") {
         reconcile(st, name);
     } else if let Some(custom) = def.custom

@@ -324,6 +324,48 @@ const WEBHOOKCONFIGURATIONS: &[Column] = &[
     AGE,
 ];
 
+/// Upstream's printers.go: validations count, paramKind as `GROUP/VERSION, Kind=KIND`.
+const VALIDATINGADMISSIONPOLICIES: &[Column] = &[
+    NAME,
+    typed("Validations", "integer", |o| {
+        json!(
+            o.pointer("/spec/validations")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len)
+        )
+    }),
+    string("ParamKind", |o| {
+        json!(match o.pointer("/spec/paramKind").filter(|k| k.is_object()) {
+            None => "<unset>".to_string(),
+            Some(k) => format!(
+                "{}, Kind={}",
+                k.get("apiVersion").and_then(Value::as_str).unwrap_or_default(),
+                k.get("kind").and_then(Value::as_str).unwrap_or_default()
+            ),
+        })
+    }),
+    AGE,
+];
+
+/// Upstream's printers.go: the policy and the paramRef (`namespace/name`, `*` for a selector).
+const VALIDATINGADMISSIONPOLICYBINDINGS: &[Column] = &[
+    NAME,
+    string("PolicyName", |o| json!(text_or(o, "/spec/policyName", ""))),
+    string("ParamRef", |o| {
+        json!(match o.pointer("/spec/paramRef").filter(|p| p.is_object()) {
+            None => "<unset>".to_string(),
+            Some(p) => {
+                let name = p.get("name").and_then(Value::as_str).unwrap_or("*");
+                match p.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                    Some(ns) => format!("{ns}/{name}"),
+                    None => name.to_string(),
+                }
+            }
+        })
+    }),
+    AGE,
+];
+
 /// The columns of one of this module's kinds, `None` for other kinds.
 pub(super) fn columns(def: &ResourceDef) -> Option<&'static [Column]> {
     Some(match (def.group, def.plural) {
@@ -344,6 +386,8 @@ pub(super) fn columns(def: &ResourceDef) -> Option<&'static [Column]> {
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations" | "validatingwebhookconfigurations") => {
             WEBHOOKCONFIGURATIONS
         }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => VALIDATINGADMISSIONPOLICIES,
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => VALIDATINGADMISSIONPOLICYBINDINGS,
         _ => return None,
     })
 }

@@ -24,7 +24,7 @@ fn strs(v: Option<&Value>) -> Vec<&str> {
 }
 
 /// Whether one `RuleWithOperations` covers the request made through `def`.
-fn rule_matches(rule: &Value, attrs: &Attributes, def: &ResourceDef) -> bool {
+pub(crate) fn rule_matches(rule: &Value, attrs: &Attributes, def: &ResourceDef) -> bool {
     let any = |list: &[&str], want: &str| list.iter().any(|x| *x == "*" || *x == want);
     if !any(&strs(rule.get("operations")), attrs.op.as_str())
         || !any(&strs(rule.get("apiGroups")), def.group)
@@ -83,7 +83,12 @@ fn matched_resource(st: &AppState, hook: &Value, attrs: &Attributes) -> Option<&
 /// `namespaceSelector`: cluster-scoped requests other than for namespaces always match; a
 /// namespace being created or updated is judged by its own labels, other requests by their
 /// namespace's stored labels (a namespace that does not exist is upstream's 404).
-fn namespace_matches(st: &AppState, hook: &Value, attrs: &Attributes, obj: Option<&Value>) -> ApiResult<bool> {
+pub(crate) fn namespace_matches(
+    st: &AppState,
+    hook: &Value,
+    attrs: &Attributes,
+    obj: Option<&Value>,
+) -> ApiResult<bool> {
     let is_ns = attrs.def.group.is_empty() && attrs.def.plural == "namespaces";
     if attrs.namespace.is_empty() && !is_ns {
         return Ok(true);
@@ -106,7 +111,7 @@ fn namespace_matches(st: &AppState, hook: &Value, attrs: &Attributes, obj: Optio
 }
 
 /// `objectSelector`: the new or the old object's labels match (an absent object is unlabelled).
-fn object_matches(hook: &Value, attrs: &Attributes, obj: Option<&Value>) -> bool {
+pub(crate) fn object_matches(hook: &Value, attrs: &Attributes, obj: Option<&Value>) -> bool {
     let sel = LabelSelector::from_object(hook.get("objectSelector").unwrap_or(&json!({})));
     if sel.is_empty() {
         return true;
@@ -116,7 +121,7 @@ fn object_matches(hook: &Value, attrs: &Attributes, obj: Option<&Value>) -> bool
 }
 
 /// The `request` variable of a match condition, as upstream builds it from the attributes.
-fn request_var(attrs: &Attributes, def: &ResourceDef) -> Value {
+pub(crate) fn request_var(attrs: &Attributes, def: &ResourceDef) -> Value {
     let (kind, request_kind) = attrs.kinds(def);
     json!({
         "kind": kind,

@@ -220,6 +220,11 @@ pub async fn collecting_warnings<F: std::future::Future>(fut: F) -> (F::Output, 
         .await
 }
 
+/// Adds one warning to the request being served (a policy's Warn action).
+pub(crate) fn add_warning(w: String) {
+    add_warnings(vec![w]);
+}
+
 fn add_warnings(ws: Vec<String>) {
     if ws.is_empty() {
         return;
@@ -237,6 +242,8 @@ fn add_warnings(ws: Vec<String>) {
 /// the object passed validation. Matching webhooks are called in parallel, as upstream does;
 /// the first refusal in configuration order is the answer.
 pub async fn validate(st: &AppState, attrs: &Attributes, obj: Option<&Value>) -> Result<(), ApiError> {
+    // The ValidatingAdmissionPolicy plugin comes before this one in upstream's order.
+    super::vap::validate(st, attrs, obj)?;
     if exempt(attrs.def) {
         return Ok(());
     }
