@@ -5,6 +5,7 @@
 
 pub mod apps;
 pub mod config;
+pub mod crd;
 pub mod dns;
 pub mod hybrid;
 pub mod network;
@@ -38,6 +39,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(volumes::cases());
     cases.extend(apps::cases());
     cases.extend(policy::cases());
+    cases.extend(crd::cases());
     cases.extend(node::cases());
     cases.extend(security::cases());
     cases.extend(windows::cases());

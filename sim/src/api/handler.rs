@@ -118,7 +118,15 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
         }
     };
     let defs = st.crds.all();
+    // `group-undiscovered=GROUP`: discovery leaves the group out; its resources stay served.
+    let hidden = st.cfg.faults.values("group-undiscovered");
+    let shown: Vec<&'static crate::api::registry::ResourceDef> = defs
+        .iter()
+        .copied()
+        .filter(|d| !hidden.iter().any(|g| g == d.group))
+        .collect();
     match route::parse_with(&path, &defs) {
+        Route::Group(g) | Route::GroupVersion(g, _) if hidden.contains(&g) => Err(ApiError::no_route(&path)),
         Route::Version => {
             get_only(&method)?;
             Ok(json_response(200, &discovery::version(), &[]))
@@ -126,11 +134,11 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
         Route::Health => Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()),
         Route::Api => {
             get_only(&method)?;
-            Ok(discovery::root(&st, &defs, true, &headers))
+            Ok(discovery::root(&st, &shown, true, &headers))
         }
         Route::Apis => {
             get_only(&method)?;
-            Ok(discovery::root(&st, &defs, false, &headers))
+            Ok(discovery::root(&st, &shown, false, &headers))
         }
         Route::Group(g) => Ok(json_response(200, &discovery::api_group_in(&defs, &g), &[])),
         Route::GroupVersion(g, v) => Ok(json_response(200, &discovery::resource_list_in(&defs, &g, &v), &[])),

@@ -389,6 +389,17 @@ pub const SWITCHES: &[Switch] = &[
         arg: Arg::None,
         breaks: "the API server accepts Linux-only and privileged fields on pods with spec.os.name windows",
     },
+    Switch {
+        name: "crd-establishing-stopped",
+        arg: Arg::None,
+        breaks: "the apiextensions establishing controller never runs: CRDs get their names accepted but never become Established",
+    },
+    Switch {
+        name: "group-undiscovered",
+        arg: Arg::Value("GROUP"),
+        breaks: "the API group is left out of /apis and aggregated discovery and its group documents answer 404, \
+                 as when an extension API fails to register (its resources are still served)",
+    },
 ];
 
 /// The switches that model transient trouble a run must survive (rather than breakage a case
