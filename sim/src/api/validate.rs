@@ -225,9 +225,7 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
                 &mut out,
             );
         }
-        ("", "events") if s(obj, "/involvedObject/name").is_empty() && s(obj, "/involvedObject/kind").is_empty() => {
-            out.push(Cause::required("involvedObject"));
-        }
+        ("", "events") => core_event_namespace(obj, &mut out),
         ("node.k8s.io", "runtimeclasses") if s(obj, "/handler").is_empty() => {
             out.push(Cause::required("handler"));
         }
@@ -237,6 +235,28 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
         _ => super::validate_kinds::validate(def, obj, old, &mut out),
     }
     out
+}
+
+/// Upstream `legacyValidateEvent` (core/v1 events): the involved object's namespace must agree
+/// with the event's; an event about a cluster-scoped object (no involved namespace) may live only
+/// in `default` (or, with an eventTime, `kube-system`). Upstream requires nothing else of the
+/// involved object, so an event about a namespace names just that namespace.
+fn core_event_namespace(obj: &Value, out: &mut Vec<Cause>) {
+    let involved = s(obj, "/involvedObject/namespace");
+    let ns = s(obj, "/metadata/namespace");
+    let new_style = !s(obj, "/eventTime").is_empty();
+    let agrees = if involved.is_empty() {
+        ns == "default" || ns.is_empty() || (new_style && ns == "kube-system")
+    } else {
+        involved == ns
+    };
+    if !agrees {
+        out.push(Cause::invalid(
+            "involvedObject.namespace",
+            &json!(involved),
+            "does not match event.namespace",
+        ));
+    }
 }
 
 fn job_restart_policy(obj: &Value, path: &str, pointer: &str, out: &mut Vec<Cause>) {

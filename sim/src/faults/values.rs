@@ -106,6 +106,17 @@ pub fn parse_api_errors(value: &str) -> Option<Vec<Rate>> {
     Some(rates)
 }
 
+/// The verbs `writes-lost` can lose: the writes that change or remove existing objects.
+pub const LOST_WRITE_VERBS: &[&str] = &["patch", "update", "deletecollection"];
+
+/// `writes-lost`: `RESOURCE/VERB`, a resource plural (lowercase) and one of
+/// [`LOST_WRITE_VERBS`].
+pub fn parse_lost_write(value: &str) -> Option<(&str, &str)> {
+    let (resource, verb) = value.split_once('/')?;
+    let plural_ok = !resource.is_empty() && resource.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+    (plural_ok && LOST_WRITE_VERBS.contains(&verb)).then_some((resource, verb))
+}
+
 /// Whether `value` is a valid value for switch `name` (switches with a fixed list of values
 /// or free-form names such as a node are checked by the caller).
 pub fn valid(name: &str, value: &str) -> bool {
@@ -116,6 +127,7 @@ pub fn valid(name: &str, value: &str) -> bool {
         "api-down" => parse_schedule(value).is_some(),
         "node-flap" => split_node(value).and_then(|(_, s)| parse_schedule(s)).is_some(),
         "node-lost" => split_node(value).and_then(|(_, d)| parse_duration(d)).is_some(),
+        "writes-lost" => parse_lost_write(value).is_some(),
         _ => true,
     }
 }
@@ -123,6 +135,18 @@ pub fn valid(name: &str, value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lost_writes_name_a_plural_and_a_verb() {
+        assert_eq!(parse_lost_write("events/patch"), Some(("events", "patch")));
+        assert_eq!(
+            parse_lost_write("limitranges/deletecollection"),
+            Some(("limitranges", "deletecollection"))
+        );
+        for bad in ["events", "events/get", "/patch", "Events/patch", "events/patch/x"] {
+            assert_eq!(parse_lost_write(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn durations_and_schedules() {

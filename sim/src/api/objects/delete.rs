@@ -326,12 +326,21 @@ pub fn delete_collection(st: &AppState, t: &Target, q: &Query, body: &[u8]) -> A
     let opts = DeleteOptions::parse(q, body)?;
     let (items, rv) = select(st, def, t.namespace.as_deref(), q)?;
     let mut out = Vec::new();
-    for o in &items {
-        match delete_one(st, def, meta::namespace(o), meta::name(o), &opts) {
-            Ok(v) if v.get("kind").and_then(Value::as_str) == Some("Status") => out.push(o.clone()),
-            Ok(v) => out.push(v),
-            Err(e) if e.code == 404 => {}
-            Err(e) => return Err(e),
+    if super::write_lost(st, def, "deletecollection") {
+        tracing::debug!(
+            resource = def.plural,
+            n = items.len(),
+            "writes-lost: deletecollection acknowledged and dropped"
+        );
+        out = items;
+    } else {
+        for o in &items {
+            match delete_one(st, def, meta::namespace(o), meta::name(o), &opts) {
+                Ok(v) if v.get("kind").and_then(Value::as_str) == Some("Status") => out.push(o.clone()),
+                Ok(v) => out.push(v),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     let list = json!({"apiVersion": def.api_version(), "kind": def.list_kind(),

@@ -124,6 +124,23 @@ fn target_name(t: &Target) -> ApiResult<String> {
 /// The stored object `ns/name` of `def`, or upstream's NotFound for it. Every verb on one
 /// object (get, update, scale, patch, delete) starts by reading it this way; scale and patch
 /// read it again on each conflict retry.
+/// Whether the `writes-lost` fault switch loses `verb` on `def` (a write path that acknowledges
+/// writes its storage never keeps).
+fn write_lost(st: &AppState, def: &ResourceDef, verb: &str) -> bool {
+    st.cfg
+        .faults
+        .applies_to("writes-lost", &format!("{}/{verb}", def.plural))
+}
+
+/// The answer to a lost PATCH or PUT: 200 with the object as it is stored, unchanged.
+fn lost_write_answer(st: &AppState, t: &Target) -> ApiResult<Response> {
+    let ns = scope_ns(t)?;
+    let name = target_name(t)?;
+    tracing::debug!(resource = t.def.plural, %ns, %name, "writes-lost: write acknowledged and dropped");
+    let old = stored(st, t.def, &ns, &name)?;
+    Ok(json_response(200, &present(t.def, old), &[]))
+}
+
 fn stored(st: &AppState, def: &ResourceDef, ns: &str, name: &str) -> ApiResult<Value> {
     st.store
         .get(&def.storage_key(), ns, name)
