@@ -684,6 +684,23 @@ mod tests {
     }
 
     #[test]
+    fn core_events_need_only_an_involved_namespace_that_agrees() {
+        let def = find("", "v1", "events").unwrap();
+        let ev =
+            |ns: &str, involved: Value| json!({"metadata": {"name": "e", "namespace": ns}, "involvedObject": involved});
+        assert!(validate(def, &ev("ns-a", json!({"namespace": "ns-a"})), None).is_empty());
+        assert!(validate(def, &ev("default", json!({"kind": "Node", "name": "n"})), None).is_empty());
+        for bad in [
+            ev("ns-a", json!({"namespace": "ns-b"})),
+            ev("ns-a", json!({"kind": "Node", "name": "n"})),
+        ] {
+            let c = validate(def, &bad, None);
+            assert_eq!(c.len(), 1, "{bad}");
+            assert_eq!(c[0].field, "involvedObject.namespace");
+        }
+    }
+
+    #[test]
     fn windows_pod_with_linux_fields_gets_a_cause_per_field() {
         let p = pod(
             json!({"os": {"name": "windows"}, "securityContext": {"runAsUser": 1, "fsGroup": 2},
