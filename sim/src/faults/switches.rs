@@ -385,6 +385,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet drops environment variables from ConfigMaps and Secrets (configMapKeyRef, secretKeyRef, envFrom)",
     },
     Switch {
+        name: "root-ca-unpublished",
+        arg: Arg::None,
+        breaks: "kube-controller-manager's root-ca-cert-publisher is stopped: namespaces get no kube-root-ca.crt \
+                 ConfigMap, and a deleted or edited one is never restored",
+    },
+    Switch {
         name: "writes-lost",
         arg: Arg::Value("RESOURCE/VERB"),
         breaks: "the API server acknowledges VERB (patch, update or deletecollection) on RESOURCE (a plural, \
