@@ -1,9 +1,11 @@
 //! `[sig-auth] ServiceAccounts` cases that check the API side of service accounts (upstream
 //! test/e2e/auth/service_accounts.go): the root CA ConfigMap every namespace gets, and the
-//! automount opt-out the ServiceAccount admission plugin honours.
+//! automount opt-out the ServiceAccount admission plugin honours, and the token, CA bundle and
+//! namespace a pod finds in its token volume.
 
 use std::time::Duration;
 
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -21,11 +23,15 @@ pub(crate) const ROOT_CA: &str =
 pub(crate) const AUTOMOUNT_OPT_OUT: &str =
     "[sig-auth] ServiceAccounts should allow opting out of API token automount [Conformance]";
 
+/// Upstream service_accounts.go "should mount an API token into pods".
+pub(crate) const MOUNT_TOKEN: &str = "[sig-auth] ServiceAccounts should mount an API token into pods [Conformance]";
+
 /// The cases of this module.
 pub(super) fn cases() -> Vec<Case> {
     vec![
         case!(ROOT_CA, Kind::Adapted, root_ca),
         case!(AUTOMOUNT_OPT_OUT, Kind::Adapted, automount_opt_out),
+        case!(MOUNT_TOKEN, Kind::Adapted, mount_token),
     ]
 }
 
@@ -155,6 +161,91 @@ async fn automount_opt_out(f: &Framework) -> CaseResult {
         "{} of 9 pods have the wrong API token mount at {TOKEN_MOUNT_PATH}: {}",
         wrong.len(),
         wrong.join("; ")
+    );
+    Ok(())
+}
+
+/// Reads file `file` of the token volume in the running pod `pod`.
+async fn read_token_file(f: &Framework, pod: &str, file: &str) -> Result<String, crate::framework::CaseError> {
+    let os = f.target_os();
+    let path = os.join(os.api_token_dir(), file);
+    let out = f.exec_shell(pod, None, os, &os.cat(&path)).await?;
+    ensure!(
+        out.exit_code == 0,
+        "reading {path} in pod {pod} exited {}: {:?}",
+        out.exit_code,
+        out.stderr.trim()
+    );
+    Ok(out.stdout)
+}
+
+/// Runs a pod under a new ServiceAccount and checks its token volume: the CA bundle is the
+/// cluster's (as published in `kube-root-ca.crt`), the namespace file names the pod's namespace,
+/// and the API server authenticates the token as that account, bound to that pod.
+async fn mount_token(f: &Framework) -> CaseResult {
+    let sa = "mount-test";
+    f.create(&ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(sa.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await?;
+    let name = "pod-service-account-mount-test";
+    let pod = f
+        .pod(name)
+        .container(ContainerBuilder::new("test", "agnhost").args(["pause"]))
+        .edit_spec(move |spec| spec.service_account_name = Some(sa.into()));
+    f.create_pod_ready(&pod).await?;
+
+    let token = read_token_file(f, name, "token").await?;
+    let ca = read_token_file(f, name, "ca.crt").await?;
+    let namespace = read_token_file(f, name, "namespace").await?;
+
+    let root_ca = f.api::<ConfigMap>().get(ROOT_CA_CONFIGMAP).await?;
+    ensure!(
+        ca == ca_of(&root_ca) && !ca.is_empty(),
+        "ca.crt in pod {name} ({} bytes) differs from the ca.crt of {ROOT_CA_CONFIGMAP} ({} bytes)",
+        ca.len(),
+        ca_of(&root_ca).len()
+    );
+    ensure!(
+        namespace == f.ns(),
+        "the namespace file in pod {name}: expected {:?}, got {namespace:?}",
+        f.ns()
+    );
+
+    f.step("reviewing the mounted token");
+    let review = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.trim().to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let reviewed = f
+        .api_all::<TokenReview>()
+        .create(&PostParams::default(), &review)
+        .await?;
+    let status = reviewed.status.unwrap_or_default();
+    let user = status.user.unwrap_or_default();
+    let want_user = format!("system:serviceaccount:{}:{sa}", f.ns());
+    ensure!(
+        status.authenticated == Some(true) && user.username.as_deref() == Some(want_user.as_str()),
+        "the token mounted in pod {name}: expected it authenticated as {want_user}, got authenticated {:?} as {:?} (error {:?})",
+        status.authenticated,
+        user.username,
+        status.error
+    );
+    let bound_pod = user
+        .extra
+        .as_ref()
+        .and_then(|e| e.get("authentication.kubernetes.io/pod-name"))
+        .and_then(|v| v.first().cloned());
+    ensure!(
+        bound_pod.as_deref() == Some(name),
+        "the token mounted in pod {name}: expected it bound to that pod (extra authentication.kubernetes.io/pod-name), got {bound_pod:?}"
     );
     Ok(())
 }
