@@ -393,8 +393,8 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "writes-lost",
         arg: Arg::Value("RESOURCE/VERB"),
-        breaks: "the API server acknowledges VERB (patch, update or deletecollection) on RESOURCE (a plural, \
-                 such as events) but its storage keeps the objects as they were (a write path that loses \
+        breaks: "the API server acknowledges VERB (patch, update or deletecollection) on RESOURCE (a plural \
+                 such as events, or a subresource such as replicasets/status) but its storage keeps the objects as they were (a write path that loses \
                  writes): patch and update answer with the unchanged object, deletecollection lists what it \
                  selected and deletes nothing",
     },

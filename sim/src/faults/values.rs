@@ -109,12 +109,16 @@ pub fn parse_api_errors(value: &str) -> Option<Vec<Rate>> {
 /// The verbs `writes-lost` can lose: the writes that change or remove existing objects.
 pub const LOST_WRITE_VERBS: &[&str] = &["patch", "update", "deletecollection"];
 
-/// `writes-lost`: `RESOURCE/VERB`, a resource plural (lowercase) and one of
-/// [`LOST_WRITE_VERBS`].
+/// `writes-lost`: `RESOURCE/VERB`, a resource plural (lowercase, optionally with a subresource:
+/// `replicasets/status`) and one of [`LOST_WRITE_VERBS`].
 pub fn parse_lost_write(value: &str) -> Option<(&str, &str)> {
-    let (resource, verb) = value.split_once('/')?;
-    let plural_ok = !resource.is_empty() && resource.chars().all(|c| c.is_ascii_lowercase() || c == '-');
-    (plural_ok && LOST_WRITE_VERBS.contains(&verb)).then_some((resource, verb))
+    let (resource, verb) = value.rsplit_once('/')?;
+    let word_ok = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+    let resource_ok = match resource.split_once('/') {
+        Some((plural, sub)) => word_ok(plural) && word_ok(sub),
+        None => word_ok(resource),
+    };
+    (resource_ok && LOST_WRITE_VERBS.contains(&verb)).then_some((resource, verb))
 }
 
 /// Whether `value` is a valid value for switch `name` (switches with a fixed list of values
@@ -143,7 +147,18 @@ mod tests {
             parse_lost_write("limitranges/deletecollection"),
             Some(("limitranges", "deletecollection"))
         );
-        for bad in ["events", "events/get", "/patch", "Events/patch", "events/patch/x"] {
+        assert_eq!(
+            parse_lost_write("replicasets/status/patch"),
+            Some(("replicasets/status", "patch"))
+        );
+        for bad in [
+            "events",
+            "events/get",
+            "/patch",
+            "Events/patch",
+            "events/patch/x",
+            "a/b/c/patch",
+        ] {
             assert_eq!(parse_lost_write(bad), None, "{bad}");
         }
     }

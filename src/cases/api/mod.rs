@@ -1,10 +1,11 @@
 //! Adapted cases: API lifecycles — objects created, listed across namespaces, fetched, patched,
 //! updated and deleted one by one or by collection (`[sig-instrumentation] Events`, `Events API`,
-//! `[sig-node] ConfigMap`, `[sig-scheduling] LimitRange`, `[sig-auth] ServiceAccounts`).
+//! `[sig-node] ConfigMap`, `[sig-scheduling] LimitRange`, `[sig-auth] ServiceAccounts`, `[sig-apps] ReplicaSet`).
 //!
 //! These cases make only API calls, so one body serves both OSes; what they guard against is an
 //! API server whose write path loses writes (the `writes-lost` fault switch of the simulator).
 
+mod apps;
 mod events;
 mod lifecycle;
 mod service_accounts;
@@ -25,6 +26,7 @@ pub fn cases() -> Vec<Case> {
     let mut cases = events::cases();
     cases.extend(lifecycle::cases());
     cases.extend(service_accounts::cases());
+    cases.extend(apps::cases());
     cases
 }
 

@@ -326,7 +326,7 @@ pub fn delete_collection(st: &AppState, t: &Target, q: &Query, body: &[u8]) -> A
     let opts = DeleteOptions::parse(q, body)?;
     let (items, rv) = select(st, def, t.namespace.as_deref(), q)?;
     let mut out = Vec::new();
-    if super::write_lost(st, def, "deletecollection") {
+    if super::write_lost(st, def, None, "deletecollection") {
         tracing::debug!(
             resource = def.plural,
             n = items.len(),

@@ -182,7 +182,7 @@ pub fn commit(
 pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
     let def = t.def;
     let sub = t.sub.as_deref();
-    if sub.is_none() && write_lost(st, def, "update") {
+    if write_lost(st, def, sub, "update") {
         return lost_write_answer(st, t);
     }
     let ns = scope_ns(t)?;
@@ -248,7 +248,7 @@ pub fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &
 pub fn patch_object(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
     let def = t.def;
     let sub = t.sub.as_deref();
-    if sub.is_none() && write_lost(st, def, "patch") {
+    if write_lost(st, def, sub, "patch") {
         return lost_write_answer(st, t);
     }
     let ns = scope_ns(t)?;
