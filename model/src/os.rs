@@ -81,6 +81,16 @@ impl Os {
         }
     }
 
+    /// Where a container finds its API token, CA bundle and namespace: the ServiceAccount
+    /// admission plugin mounts the token volume at `/var/run/secrets/kubernetes.io/serviceaccount`
+    /// for every pod, and Windows maps that path onto drive `C:`.
+    pub fn api_token_dir(self) -> &'static str {
+        match self {
+            Os::Linux => "/var/run/secrets/kubernetes.io/serviceaccount",
+            Os::Windows => "C:\\var\\run\\secrets\\kubernetes.io\\serviceaccount",
+        }
+    }
+
     /// Joins a path under a mount point with this OS's separator.
     pub fn join(self, dir: &str, file: &str) -> String {
         match self {

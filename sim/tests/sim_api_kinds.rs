@@ -502,3 +502,57 @@ async fn token_requests_and_status_bodies_read_like_upstream() {
     );
     srv.shutdown().await;
 }
+
+/// `writes-lost`: the named verb on the named resource answers success and changes nothing,
+/// while the other verbs and resources keep working.
+#[tokio::test]
+async fn lost_writes_are_acknowledged_and_change_nothing() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Event};
+    use kube::api::DeleteParams;
+    let (srv, client) = start().await;
+    let faults = &srv.state().cfg.faults;
+    faults.set("writes-lost", "events/patch", true);
+    faults.set("writes-lost", "events/deletecollection", true);
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let ev: Event = obj(json!({"metadata": {"name": "e", "labels": {"set": "a"}},
+        "involvedObject": {"namespace": "default"}, "message": "before"}));
+    events.create(&PostParams::default(), &ev).await.expect("create");
+    let patch = json!({"message": "after"});
+    let answered = events
+        .patch("e", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch answered");
+    assert_eq!(answered.message.as_deref(), Some("before"));
+    assert_eq!(events.get("e").await.unwrap().message.as_deref(), Some("before"));
+    let sel = ListParams::default().labels("set=a");
+    events
+        .delete_collection(&DeleteParams::default(), &sel)
+        .await
+        .expect("deletecollection answered");
+    assert_eq!(
+        events.list(&sel).await.unwrap().items.len(),
+        1,
+        "the lost deletecollection removed the event"
+    );
+    // Update still works, and so does a patch of another resource.
+    let mut ev = events.get("e").await.unwrap();
+    ev.message = Some("updated".into());
+    let updated = events.replace("e", &PostParams::default(), &ev).await.unwrap();
+    assert_eq!(updated.message.as_deref(), Some("updated"));
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(
+        &PostParams::default(),
+        &obj(json!({"metadata": {"name": "c"}, "data": {"k": "v"}})),
+    )
+    .await
+    .unwrap();
+    let patched = cms
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"data": {"k": "w"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.unwrap()["k"], "w");
+}

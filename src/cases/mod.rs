@@ -3,6 +3,7 @@
 //! Each area module exposes `cases() -> Vec<Case>`; a case body reads like the upstream `It`
 //! block it mirrors and keeps every OS difference in [`crate::os`] and the framework's builders.
 
+pub mod api;
 pub mod apps;
 pub mod config;
 pub mod crd;
@@ -38,6 +39,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(storage::cases());
     cases.extend(volumes::cases());
     cases.extend(apps::cases());
+    cases.extend(api::cases());
     cases.extend(policy::cases());
     cases.extend(crd::cases());
     cases.extend(node::cases());

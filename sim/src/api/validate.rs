@@ -234,9 +234,7 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
                 &mut out,
             );
         }
-        ("", "events") if s(obj, "/involvedObject/name").is_empty() && s(obj, "/involvedObject/kind").is_empty() => {
-            out.push(Cause::required("involvedObject"));
-        }
+        ("", "events") => core_event_namespace(obj, &mut out),
         ("node.k8s.io", "runtimeclasses") if s(obj, "/handler").is_empty() => {
             out.push(Cause::required("handler"));
         }
@@ -246,6 +244,28 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
         _ => super::validate_kinds::validate(def, obj, old, &mut out),
     }
     out
+}
+
+/// Upstream `legacyValidateEvent` (core/v1 events): the involved object's namespace must agree
+/// with the event's; an event about a cluster-scoped object (no involved namespace) may live only
+/// in `default` (or, with an eventTime, `kube-system`). Upstream requires nothing else of the
+/// involved object, so an event about a namespace names just that namespace.
+fn core_event_namespace(obj: &Value, out: &mut Vec<Cause>) {
+    let involved = s(obj, "/involvedObject/namespace");
+    let ns = s(obj, "/metadata/namespace");
+    let new_style = !s(obj, "/eventTime").is_empty();
+    let agrees = if involved.is_empty() {
+        ns == "default" || ns.is_empty() || (new_style && ns == "kube-system")
+    } else {
+        involved == ns
+    };
+    if !agrees {
+        out.push(Cause::invalid(
+            "involvedObject.namespace",
+            &json!(involved),
+            "does not match event.namespace",
+        ));
+    }
 }
 
 fn job_restart_policy(obj: &Value, path: &str, pointer: &str, out: &mut Vec<Cause>) {
@@ -670,6 +690,23 @@ mod tests {
 
     fn pod(spec: Value) -> Value {
         json!({"metadata": {"name": "p"}, "spec": spec})
+    }
+
+    #[test]
+    fn core_events_need_only_an_involved_namespace_that_agrees() {
+        let def = find("", "v1", "events").unwrap();
+        let ev =
+            |ns: &str, involved: Value| json!({"metadata": {"name": "e", "namespace": ns}, "involvedObject": involved});
+        assert!(validate(def, &ev("ns-a", json!({"namespace": "ns-a"})), None).is_empty());
+        assert!(validate(def, &ev("default", json!({"kind": "Node", "name": "n"})), None).is_empty());
+        for bad in [
+            ev("ns-a", json!({"namespace": "ns-b"})),
+            ev("ns-a", json!({"kind": "Node", "name": "n"})),
+        ] {
+            let c = validate(def, &bad, None);
+            assert_eq!(c.len(), 1, "{bad}");
+            assert_eq!(c[0].field, "involvedObject.namespace");
+        }
     }
 
     #[test]

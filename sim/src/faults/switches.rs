@@ -385,6 +385,20 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet drops environment variables from ConfigMaps and Secrets (configMapKeyRef, secretKeyRef, envFrom)",
     },
     Switch {
+        name: "root-ca-unpublished",
+        arg: Arg::None,
+        breaks: "kube-controller-manager's root-ca-cert-publisher is stopped: namespaces get no kube-root-ca.crt \
+                 ConfigMap, and a deleted or edited one is never restored",
+    },
+    Switch {
+        name: "writes-lost",
+        arg: Arg::Value("RESOURCE/VERB"),
+        breaks: "the API server acknowledges VERB (patch, update or deletecollection) on RESOURCE (a plural \
+                 such as events, or a subresource such as replicasets/status) but its storage keeps the objects as they were (a write path that loses \
+                 writes): patch and update answer with the unchanged object, deletecollection lists what it \
+                 selected and deletes nothing",
+    },
+    Switch {
         name: "pod-os-validation-off",
         arg: Arg::None,
         breaks: "the API server accepts Linux-only and privileged fields on pods with spec.os.name windows",

@@ -106,6 +106,21 @@ pub fn parse_api_errors(value: &str) -> Option<Vec<Rate>> {
     Some(rates)
 }
 
+/// The verbs `writes-lost` can lose: the writes that change or remove existing objects.
+pub const LOST_WRITE_VERBS: &[&str] = &["patch", "update", "deletecollection"];
+
+/// `writes-lost`: `RESOURCE/VERB`, a resource plural (lowercase, optionally with a subresource:
+/// `replicasets/status`) and one of [`LOST_WRITE_VERBS`].
+pub fn parse_lost_write(value: &str) -> Option<(&str, &str)> {
+    let (resource, verb) = value.rsplit_once('/')?;
+    let word_ok = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+    let resource_ok = match resource.split_once('/') {
+        Some((plural, sub)) => word_ok(plural) && word_ok(sub),
+        None => word_ok(resource),
+    };
+    (resource_ok && LOST_WRITE_VERBS.contains(&verb)).then_some((resource, verb))
+}
+
 /// Whether `value` is a valid value for switch `name` (switches with a fixed list of values
 /// or free-form names such as a node are checked by the caller).
 pub fn valid(name: &str, value: &str) -> bool {
@@ -116,6 +131,7 @@ pub fn valid(name: &str, value: &str) -> bool {
         "api-down" => parse_schedule(value).is_some(),
         "node-flap" => split_node(value).and_then(|(_, s)| parse_schedule(s)).is_some(),
         "node-lost" => split_node(value).and_then(|(_, d)| parse_duration(d)).is_some(),
+        "writes-lost" => parse_lost_write(value).is_some(),
         _ => true,
     }
 }
@@ -123,6 +139,29 @@ pub fn valid(name: &str, value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lost_writes_name_a_plural_and_a_verb() {
+        assert_eq!(parse_lost_write("events/patch"), Some(("events", "patch")));
+        assert_eq!(
+            parse_lost_write("limitranges/deletecollection"),
+            Some(("limitranges", "deletecollection"))
+        );
+        assert_eq!(
+            parse_lost_write("replicasets/status/patch"),
+            Some(("replicasets/status", "patch"))
+        );
+        for bad in [
+            "events",
+            "events/get",
+            "/patch",
+            "Events/patch",
+            "events/patch/x",
+            "a/b/c/patch",
+        ] {
+            assert_eq!(parse_lost_write(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn durations_and_schedules() {

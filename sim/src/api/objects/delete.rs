@@ -357,13 +357,22 @@ pub async fn delete_collection(st: &AppState, t: &Target, q: &Query, body: &[u8]
     let opts = DeleteOptions::parse(q, body)?;
     let (items, rv) = select(st, def, t.namespace.as_deref(), q)?;
     let mut out = Vec::new();
-    for o in &items {
-        admit_delete(st, def, meta::namespace(o), meta::name(o), &opts).await?;
-        match delete_one(st, def, meta::namespace(o), meta::name(o), &opts) {
-            Ok(v) if v.get("kind").and_then(Value::as_str) == Some("Status") => out.push(o.clone()),
-            Ok(v) => out.push(v),
-            Err(e) if e.code == 404 => {}
-            Err(e) => return Err(e),
+    if super::write_lost(st, def, None, "deletecollection") {
+        tracing::debug!(
+            resource = def.plural,
+            n = items.len(),
+            "writes-lost: deletecollection acknowledged and dropped"
+        );
+        out = items;
+    } else {
+        for o in &items {
+            admit_delete(st, def, meta::namespace(o), meta::name(o), &opts).await?;
+            match delete_one(st, def, meta::namespace(o), meta::name(o), &opts) {
+                Ok(v) if v.get("kind").and_then(Value::as_str) == Some("Status") => out.push(o.clone()),
+                Ok(v) => out.push(v),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     let list = json!({"apiVersion": def.api_version(), "kind": def.list_kind(),

@@ -124,6 +124,25 @@ fn target_name(t: &Target) -> ApiResult<String> {
 /// The stored object `ns/name` of `def`, or upstream's NotFound for it. Every verb on one
 /// object (get, update, scale, patch, delete) starts by reading it this way; scale and patch
 /// read it again on each conflict retry.
+/// Whether the `writes-lost` fault switch loses `verb` on `def` (or its subresource `sub`): a
+/// write path that acknowledges writes its storage never keeps.
+fn write_lost(st: &AppState, def: &ResourceDef, sub: Option<&str>, verb: &str) -> bool {
+    let resource = match sub {
+        Some(sub) => format!("{}/{sub}", def.plural),
+        None => def.plural.to_string(),
+    };
+    st.cfg.faults.applies_to("writes-lost", &format!("{resource}/{verb}"))
+}
+
+/// The answer to a lost PATCH or PUT: 200 with the object as it is stored, unchanged.
+fn lost_write_answer(st: &AppState, t: &Target) -> ApiResult<Response> {
+    let ns = scope_ns(t)?;
+    let name = target_name(t)?;
+    tracing::debug!(resource = t.def.plural, sub = ?t.sub, %ns, %name, "writes-lost: write acknowledged and dropped");
+    let old = stored(st, t.def, &ns, &name)?;
+    Ok(json_response(200, &present(t.def, old), &[]))
+}
+
 fn stored(st: &AppState, def: &ResourceDef, ns: &str, name: &str) -> ApiResult<Value> {
     st.store
         .get(&def.storage_key(), ns, name)

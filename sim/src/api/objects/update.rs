@@ -7,7 +7,10 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::delete::ready_to_remove;
-use super::{Query, check_type, is_dry_run, json_response, present, scope_ns, store_err, stored, target_name};
+use super::{
+    Query, check_type, is_dry_run, json_response, lost_write_answer, present, scope_ns, store_err, stored, target_name,
+    write_lost,
+};
 use crate::api::admission;
 use crate::api::convert;
 use crate::api::error::{ApiError, ApiResult};
@@ -194,6 +197,9 @@ pub async fn commit(
 pub async fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
     let def = t.def;
     let sub = t.sub.as_deref();
+    if write_lost(st, def, sub, "update") {
+        return lost_write_answer(st, t);
+    }
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
     let Decoded {
@@ -263,6 +269,9 @@ pub async fn patch_object(
 ) -> ApiResult<Response> {
     let def = t.def;
     let sub = t.sub.as_deref();
+    if write_lost(st, def, sub, "patch") {
+        return lost_write_answer(st, t);
+    }
     let ns = scope_ns(t)?;
     let name = target_name(t)?;
     let mode = fieldcheck::Mode::from_query(q)?;
