@@ -6,6 +6,7 @@
 pub mod apps;
 pub mod config;
 pub mod dns;
+pub mod dns_conformance;
 pub mod hybrid;
 pub mod network;
 pub mod node;
@@ -14,6 +15,7 @@ pub mod policy;
 pub mod probes;
 pub mod security;
 pub mod service;
+pub mod service_api;
 pub mod storage;
 pub mod volumes;
 pub mod windows;
@@ -29,7 +31,9 @@ pub fn all() -> Vec<Case> {
     let mut cases = Vec::new();
     cases.extend(network::cases());
     cases.extend(dns::cases());
+    cases.extend(dns_conformance::cases());
     cases.extend(service::cases());
+    cases.extend(service_api::cases());
     cases.extend(hybrid::cases());
     cases.extend(pods::cases());
     cases.extend(config::cases());
