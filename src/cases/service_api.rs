@@ -6,10 +6,10 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 
 use crate::catalog::{Case, Kind};
 use crate::framework::services::{SERVICE_NAME_LABEL, ServiceBuilder};
@@ -26,6 +26,9 @@ pub const DELETE_COLLECTION: &str = "[sig-network] Services should delete a coll
 pub const API_SERVER_ENDPOINTS: &str =
     "[sig-network] EndpointSlice should have Endpoints and EndpointSlices pointing to API Server [Conformance]";
 
+/// Upstream service.go "should test the lifecycle of an Endpoint".
+pub const ENDPOINT_LIFECYCLE: &str = "[sig-network] Services should test the lifecycle of an Endpoint [Conformance]";
+
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
     vec![
@@ -33,6 +36,7 @@ pub fn cases() -> Vec<Case> {
         crate::case!(FIND_IN_ALL_NAMESPACES, Kind::Adapted, find_in_all_namespaces),
         crate::case!(SECURE_MASTER, Kind::Adapted, secure_master),
         crate::case!(API_SERVER_ENDPOINTS, Kind::Adapted, api_server_endpoints),
+        crate::case!(ENDPOINT_LIFECYCLE, Kind::Adapted, endpoint_lifecycle),
     ]
 }
 
@@ -186,5 +190,93 @@ async fn api_server_endpoints(f: &Framework) -> CaseResult {
         !from_endpoints.is_empty() && from_endpoints == from_slices,
         "{DEFAULT_NS}/{MASTER}: expected the EndpointSlices to hold the Endpoints' addresses and ports {from_endpoints:?}, got {from_slices:?}"
     );
+    Ok(())
+}
+
+/// The (address, port) pairs an Endpoints object lists.
+fn endpoint_pairs(eps: &Endpoints) -> BTreeSet<(String, i32)> {
+    eps.subsets
+        .iter()
+        .flatten()
+        .flat_map(|s| {
+            let ports: Vec<i32> = s.ports.iter().flatten().map(|p| p.port).collect();
+            s.addresses
+                .iter()
+                .flatten()
+                .flat_map(move |a| ports.clone().into_iter().map(move |p| (a.ip.clone(), p)))
+        })
+        .collect()
+}
+
+/// Upstream service.go "should test the lifecycle of an Endpoint": a labelled, selector-less
+/// Endpoints object is created, found by its label across all namespaces, patched (a new label,
+/// address and port) and read back patched, then deleted as a collection by label.
+async fn endpoint_lifecycle(f: &Framework) -> CaseResult {
+    let name = "testservice";
+    let selector = "test-endpoint-static=true";
+    let subset = |ip: &str, port: i32| EndpointSubset {
+        addresses: Some(vec![EndpointAddress {
+            ip: ip.into(),
+            ..Default::default()
+        }]),
+        ports: Some(vec![EndpointPort {
+            name: Some("http".into()),
+            port,
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let mut eps = Endpoints::default();
+    eps.metadata.name = Some(name.into());
+    eps.metadata.labels = Some([("test-endpoint-static".to_string(), "true".to_string())].into());
+    eps.subsets = Some(vec![subset("10.0.0.24", 80)]);
+    f.create(&eps).await?;
+    let all: Api<Endpoints> = f.api_all();
+    let listed = all.list(&ListParams::default().labels(selector)).await?.items;
+    crate::ensure!(
+        listed
+            .iter()
+            .any(|e| e.metadata.name.as_deref() == Some(name) && e.metadata.namespace.as_deref() == Some(f.ns())),
+        "expected Endpoints {}/{name} among those labelled {selector} in all namespaces, got {:?}",
+        f.ns(),
+        listed
+            .iter()
+            .map(|e| format!(
+                "{}/{}",
+                e.metadata.namespace.clone().unwrap_or_default(),
+                e.metadata.name.clone().unwrap_or_default()
+            ))
+            .collect::<Vec<_>>()
+    );
+    f.step(format!("patching Endpoints {name}"));
+    let patch = serde_json::json!({"metadata": {"labels": {"test-service": "patched"}},
+        "subsets": [{"addresses": [{"ip": "10.0.0.25"}], "ports": [{"name": "http-test", "port": 8080, "protocol": "TCP"}]}]});
+    let api = f.api::<Endpoints>();
+    api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await?;
+    let got = api.get(name).await?;
+    let label = got
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("test-service"))
+        .cloned();
+    let pairs = endpoint_pairs(&got);
+    let want = BTreeSet::from([("10.0.0.25".to_string(), 8080)]);
+    crate::ensure!(
+        label.as_deref() == Some("patched") && pairs == want,
+        "Endpoints {name} after the patch: expected label test-service=patched and {want:?}, got label {label:?} and {pairs:?}"
+    );
+    f.step(format!("deleting the collection of Endpoints labelled {selector}"));
+    api.delete_collection(&DeleteParams::default(), &ListParams::default().labels(selector))
+        .await?;
+    f.wait_list(
+        &api,
+        selector,
+        |left: &[Endpoints]| left.is_empty(),
+        &format!("no Endpoints labelled {selector} after DeleteCollection"),
+    )
+    .await?;
     Ok(())
 }
