@@ -14,6 +14,7 @@ pub mod node;
 pub mod pods;
 pub mod policy;
 pub mod probes;
+pub mod proxy;
 pub mod security;
 pub mod service;
 pub mod service_api;
@@ -38,6 +39,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(service_api::cases());
     cases.extend(service_protocols::cases());
     cases.extend(endpointslice::cases());
+    cases.extend(proxy::cases());
     cases.extend(hybrid::cases());
     cases.extend(pods::cases());
     cases.extend(config::cases());
