@@ -43,18 +43,18 @@ pub fn cases() -> Vec<Case> {
 
 /// How long DNS records may take to follow a new Service or pod (upstream DNS cases poll for
 /// up to 2 minutes; one minute is plenty for records of an existing Service).
-const DNS_PROPAGATION: Duration = Duration::from_secs(60);
+pub(super) const DNS_PROPAGATION: Duration = Duration::from_secs(60);
 
 /// A DNS setting for a pod: the policy and an optional dnsConfig.
 #[derive(Clone, Debug)]
-struct Dns {
-    policy: &'static str,
-    config: Option<PodDNSConfig>,
-    host_network: bool,
+pub(super) struct Dns {
+    pub(super) policy: &'static str,
+    pub(super) config: Option<PodDNSConfig>,
+    pub(super) host_network: bool,
 }
 
 impl Dns {
-    fn policy(policy: &'static str) -> Dns {
+    pub(super) fn policy(policy: &'static str) -> Dns {
         Dns {
             policy,
             config: None,
@@ -84,7 +84,7 @@ pub(crate) fn split_list(output: &str) -> Vec<String> {
 
 /// Runs a pod with `dns` whose two containers print its DNS servers and search suffixes;
 /// returns (servers, suffixes).
-async fn read_dns_config(
+pub(super) async fn read_dns_config(
     f: &Framework,
     name: &str,
     os: Os,
@@ -111,7 +111,7 @@ async fn read_dns_config(
 }
 
 /// Creates a long-running agnhost pod with `dns` to run `nslookup` in; returns its node.
-async fn lookup_pod(f: &Framework, name: &str, os: Os, dns: &Dns) -> Result<String, CaseError> {
+pub(super) async fn lookup_pod(f: &Framework, name: &str, os: Os, dns: &Dns) -> Result<String, CaseError> {
     let b = dns.apply(PodBuilder::new(name, os).container(ContainerBuilder::new("c", "agnhost").args(["pause"])));
     let pod = f.create_pod_ready(&b).await?;
     Ok(pod_node(&pod))
@@ -123,7 +123,14 @@ async fn lookup_pod(f: &Framework, name: &str, os: Os, dns: &Dns) -> Result<Stri
 ///
 /// Every lookup of this module that expects a given address is this wait and this check; only
 /// the wording of what was expected differs.
-async fn expect_resolves(f: &Framework, pod: &str, os: Os, name: &str, want: &str, what: String) -> CaseResult {
+pub(super) async fn expect_resolves(
+    f: &Framework,
+    pod: &str,
+    os: Os,
+    name: &str,
+    want: &str,
+    what: String,
+) -> CaseResult {
     let lookup = f.nslookup_eventually(pod, os, name, DNS_PROPAGATION).await?;
     crate::ensure!(
         lookup.addresses.iter().any(|a| a == want),
@@ -176,7 +183,7 @@ async fn dns_target(f: &Framework) -> Result<String, CaseError> {
 }
 
 /// The ClusterIP of `default/kubernetes`.
-async fn kubernetes_ip(f: &Framework) -> Result<String, CaseError> {
+pub(super) async fn kubernetes_ip(f: &Framework) -> Result<String, CaseError> {
     let api: kube::Api<Service> = kube::Api::namespaced(f.client(), "default");
     let svc = api.get("kubernetes").await?;
     services::cluster_ip(&svc)
@@ -323,7 +330,7 @@ async fn none_policy(f: &Framework) -> CaseResult {
 
 /// hostname + subdomain: a pod with `hostname: host`, `subdomain: sub` and a headless Service
 /// `sub` selecting it gets `host.sub.<ns>.svc.cluster.local`, resolving to its IP.
-async fn hostname_subdomain(f: &Framework) -> CaseResult {
+pub(super) async fn hostname_subdomain(f: &Framework) -> CaseResult {
     let os = f.target_os();
     f.require_nodes(os, 1).await?;
     f.create_service(

@@ -62,54 +62,61 @@ pub fn bootstrap(st: &AppState) {
     let block = st.cfg.block;
     let api_ip = block.api_server().to_string();
     let port = st.cfg.api_port;
-    put(
-        st,
-        "/services",
-        kubernetes_object(
-            "v1",
-            "Service",
-            json!({"component": "apiserver", "provider": "kubernetes"}),
-            json!({
-                "spec": {
-                    "clusterIP": block.kubernetes_service().to_string(),
-                    "clusterIPs": [block.kubernetes_service().to_string()],
-                    "internalTrafficPolicy": "Cluster",
-                    "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
-                    "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
-                    "sessionAffinity": "None", "type": "ClusterIP"
-                },
-                "status": {"loadBalancer": {}}
-            }),
-        ),
-    );
-    put(
-        st,
-        "/endpoints",
-        kubernetes_object(
-            "v1",
-            "Endpoints",
-            json!({"endpointslice.kubernetes.io/skip-mirror": "true"}),
-            json!({
-                "subsets": [{"addresses": [{"ip": api_ip}],
-                             "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]
-            }),
-        ),
-    );
-    put(
-        st,
-        "discovery.k8s.io/endpointslices",
-        kubernetes_object(
-            "discovery.k8s.io/v1",
-            "EndpointSlice",
-            json!({"kubernetes.io/service-name": "kubernetes",
-                   "endpointslice.kubernetes.io/managed-by": "endpointslicemirroring-controller.k8s.io"}),
-            json!({
-                "addressType": "IPv4",
-                "endpoints": [{"addresses": [api_ip], "conditions": {"ready": true, "serving": true, "terminating": false}}],
-                "ports": [{"name": "https", "port": port, "protocol": "TCP"}]
-            }),
-        ),
-    );
+    // Fault `bootstrap-controller-off=all`: the post-start hook that publishes the API server's
+    // own Service and endpoints never ran; `=endpoints`: it publishes the Service only.
+    let faults = &st.cfg.faults;
+    if !faults.applies_to("bootstrap-controller-off", "all") {
+        put(
+            st,
+            "/services",
+            kubernetes_object(
+                "v1",
+                "Service",
+                json!({"component": "apiserver", "provider": "kubernetes"}),
+                json!({
+                    "spec": {
+                        "clusterIP": block.kubernetes_service().to_string(),
+                        "clusterIPs": [block.kubernetes_service().to_string()],
+                        "internalTrafficPolicy": "Cluster",
+                        "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                        "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+                        "sessionAffinity": "None", "type": "ClusterIP"
+                    },
+                    "status": {"loadBalancer": {}}
+                }),
+            ),
+        );
+    }
+    if !faults.is_on("bootstrap-controller-off") {
+        put(
+            st,
+            "/endpoints",
+            kubernetes_object(
+                "v1",
+                "Endpoints",
+                json!({"endpointslice.kubernetes.io/skip-mirror": "true"}),
+                json!({
+                    "subsets": [{"addresses": [{"ip": api_ip}],
+                                 "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]
+                }),
+            ),
+        );
+        put(
+            st,
+            "discovery.k8s.io/endpointslices",
+            kubernetes_object(
+                "discovery.k8s.io/v1",
+                "EndpointSlice",
+                json!({"kubernetes.io/service-name": "kubernetes",
+                       "endpointslice.kubernetes.io/managed-by": "endpointslicemirroring-controller.k8s.io"}),
+                json!({
+                    "addressType": "IPv4",
+                    "endpoints": [{"addresses": [api_ip], "conditions": {"ready": true, "serving": true, "terminating": false}}],
+                    "ports": [{"name": "https", "port": port, "protocol": "TCP"}]
+                }),
+            ),
+        );
+    }
     for (name, value, desc) in [
         (
             "system-cluster-critical",

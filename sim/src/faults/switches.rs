@@ -399,6 +399,26 @@ pub const SWITCHES: &[Switch] = &[
                  selected and deletes nothing",
     },
     Switch {
+        name: "dns-config-searches-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet/CNI configures pods without the search suffixes and options of their dnsConfig \
+                 (nameservers still applied), as Windows CNIs that drop the pod's DNS search list do",
+    },
+    Switch {
+        name: "etc-hosts-unmanaged",
+        arg: Arg::None,
+        breaks: "the kubelet does not manage Linux containers' /etc/hosts: the pod's own IP, hostname and FQDN \
+                 entry is missing (as when the image's hosts file is left in place)",
+    },
+    Switch {
+        name: "bootstrap-controller-off",
+        arg: Arg::Value("all|endpoints"),
+        breaks: "the API server's bootstrap controller does not publish where it listens: `all`, its post-start \
+                 hook never ran (no default/kubernetes Service, Endpoints or EndpointSlice); `endpoints`, its \
+                 endpoint reconciler is off (--endpoint-reconciler-type=none: the Service without Endpoints or \
+                 EndpointSlice)",
+    },
+    Switch {
         name: "pod-os-validation-off",
         arg: Arg::None,
         breaks: "the API server accepts Linux-only and privileged fields on pods with spec.os.name windows",

@@ -8,6 +8,7 @@
 
 mod batch;
 mod controllers;
+mod service_types;
 mod services;
 
 use k8s_openapi::api::core::v1::{ExecAction, Probe};
@@ -21,6 +22,7 @@ pub fn cases() -> Vec<Case> {
     let mut cases = controllers::cases();
     cases.extend(batch::cases());
     cases.extend(services::cases());
+    cases.extend(service_types::cases());
     cases
 }
 

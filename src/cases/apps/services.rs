@@ -177,7 +177,11 @@ async fn multiport_endpoints(f: &Framework) -> CaseResult {
 
 /// Creates `n` netexec backends labelled `app=<app>` and a netexec client; returns the backend
 /// names and the client's name.
-async fn backends_and_client(f: &Framework, app: &str, n: usize) -> Result<(BTreeSet<String>, String), CaseError> {
+pub(super) async fn backends_and_client(
+    f: &Framework,
+    app: &str,
+    n: usize,
+) -> Result<(BTreeSet<String>, String), CaseError> {
     let mut names = BTreeSet::new();
     for i in 0..n {
         let name = format!("{app}-{i}");
@@ -212,18 +216,31 @@ async fn nodeport(f: &Framework) -> CaseResult {
                 .build(f.ns(), &f.run().run_id),
         )
         .await?;
-    let (ip, np) = (cluster_ip(&svc)?, node_port(&svc, "http")?);
+    expect_node_port_service(f, &client, app, &svc, &backends).await
+}
+
+/// Checks from netexec pod `client` that NodePort Service `svc` (named `app`) serves
+/// `backends` by name and cluster IP on the service port, and on every target-OS node's
+/// internal IP on its node port (upstream `CheckServiceReachability` for a NodePort).
+pub(super) async fn expect_node_port_service(
+    f: &Framework,
+    client: &str,
+    app: &str,
+    svc: &Service,
+    backends: &BTreeSet<String>,
+) -> CaseResult {
+    let (ip, np) = (cluster_ip(svc)?, node_port(svc, "http")?);
     let port = u16::try_from(SERVICE_HTTP_PORT).unwrap_or(80);
-    f.dial_expect(&client, Protocol::Http, app, port, &backends, MAX_DIAL_TRIES)
+    f.dial_expect(client, Protocol::Http, app, port, backends, MAX_DIAL_TRIES)
         .await?;
-    f.dial_expect(&client, Protocol::Http, &ip, port, &backends, MAX_DIAL_TRIES)
+    f.dial_expect(client, Protocol::Http, &ip, port, backends, MAX_DIAL_TRIES)
         .await?;
     let nodes = f.require_nodes(f.target_os(), 1).await?;
     for node in &nodes {
         let Some(node_ip) = &node.internal_ip else {
             crate::fail!("node {} reports no internal IP to reach node port {np} on", node.name);
         };
-        f.dial_expect(&client, Protocol::Http, node_ip, np, &backends, MAX_DIAL_TRIES)
+        f.dial_expect(client, Protocol::Http, node_ip, np, backends, MAX_DIAL_TRIES)
             .await
             .map_err(|e| e.context(format!("node port {np} on node {}", node.name)))?;
     }
@@ -236,7 +253,7 @@ pub(crate) const EXTERNALNAME_TO_CLUSTERIP: &str =
 
 /// A name every cluster resolves: the target of the ExternalName Services below (upstream uses
 /// `foo.example.com`; an in-cluster name keeps the case off the outside network).
-const EXTERNAL_TARGET: &str = "kubernetes.default.svc.cluster.local";
+pub(super) const EXTERNAL_TARGET: &str = "kubernetes.default.svc.cluster.local";
 
 /// Upstream service.go: an ExternalName Service has no cluster IP; changed to ClusterIP with
 /// port 80 → 8080 it gets one and serves its backends by name and by that IP.
@@ -298,6 +315,12 @@ async fn clusterip_to_externalname(f: &Framework) -> CaseResult {
         spec.type_,
         spec.cluster_ip
     );
+    expect_external_name(f, &client, app, EXTERNAL_TARGET).await
+}
+
+/// Checks from pod `client` that `nslookup` of Service `app`'s FQDN shows `target`, the
+/// external name it is now a CNAME for.
+pub(super) async fn expect_external_name(f: &Framework, client: &str, app: &str, target: &str) -> CaseResult {
     let fqdn = crate::framework::services::service_fqdn(app, f.ns());
     // Upstream polls the lookup (checkExternalServiceReachability): the cluster DNS serves the
     // change once its watch delivers it, and a lookup can meet a transient SERVFAIL.
@@ -307,15 +330,15 @@ async fn clusterip_to_externalname(f: &Framework) -> CaseResult {
     while tokio::time::Instant::now() < deadline {
         pace.tick().await;
         let out = f
-            .exec_shell(&client, None, f.target_os(), &format!("nslookup {fqdn}"))
+            .exec_shell(client, None, f.target_os(), &format!("nslookup {fqdn}"))
             .await?;
-        if out.stdout.contains(EXTERNAL_TARGET) {
+        if out.stdout.contains(target) {
             return Ok(());
         }
         last = format!("{}{}", out.stdout, out.stderr);
     }
     fail!(
-        "nslookup {fqdn} in pod {client} did not show the external name {EXTERNAL_TARGET} in 30 tries a second apart; last output: {last:?}"
+        "nslookup {fqdn} in pod {client} did not show the external name {target} in 30 tries a second apart; last output: {last:?}"
     )
 }
 

@@ -134,6 +134,9 @@ pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value)
                         spec.remove(f);
                     }
                 }
+                // Upstream's strategy (dropTypeDependentFields) releases the node ports of a
+                // Service that no longer needs them, as the branch below does for ClusterIP.
+                drop_node_ports(new);
             } else {
                 // Upstream keeps allocated values a client left out of its update.
                 let cip = new
@@ -164,12 +167,8 @@ pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value)
                             }
                         }
                     }
-                } else if let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
-                    for p in ports {
-                        if let Some(m) = p.as_object_mut() {
-                            m.remove("nodePort");
-                        }
-                    }
+                } else {
+                    drop_node_ports(new);
                 }
                 allocate(st, new, Some(old))?;
             }
@@ -279,6 +278,17 @@ fn csr_requestor(obj: &mut Value) {
         }
     }
     obj["status"] = json!({});
+}
+
+/// Removes `nodePort` from every port of Service `svc`.
+fn drop_node_ports(svc: &mut Value) {
+    if let Some(ports) = svc.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            if let Some(m) = p.as_object_mut() {
+                m.remove("nodePort");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -559,7 +559,10 @@ fn seed_rootfs(kl: &Kubelet, rootfs: &std::path::Path, pod: &Pod, hostname: &str
                 (Some(sd), Some(ns)) => format!("{hostname}.{sd}.{ns}.svc.cluster.local\t"),
                 _ => String::new(),
             };
-            hosts.push_str(&format!("{ip}\t{fqdn}{hostname}\n"));
+            // Fault `etc-hosts-unmanaged`: the image's hosts file stays, without the pod's entry.
+            if !kl.net.faults().is_on("etc-hosts-unmanaged") {
+                hosts.push_str(&format!("{ip}\t{fqdn}{hostname}\n"));
+            }
             for ha in spec.host_aliases.iter().flatten() {
                 hosts.push_str(&format!(
                     "\n# Entries added by HostAliases.\n{}\t{}\n",

@@ -335,7 +335,12 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
         st.ip_index = ip_index;
         st.start_time = Some(jiff::Timestamp::now());
         st.sandbox_ready = true;
-        st.dns = Some(PodDns::for_pod(&pod, kl.cfg.os, kl.cfg.block).map_err(|e| e.to_string()));
+        let dns_pod = if kl.net.faults().is_on("dns-config-searches-ignored") {
+            without_dns_searches(&pod)
+        } else {
+            pod.clone()
+        };
+        st.dns = Some(PodDns::for_pod(&dns_pod, kl.cfg.os, kl.cfg.block).map_err(|e| e.to_string()));
     }
     rt.touch();
     // Volumes.
@@ -416,6 +421,17 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
         let _ = h.await;
     }
     rt.touch();
+}
+
+/// `pod` with the search suffixes and options of its dnsConfig dropped (fault
+/// `dns-config-searches-ignored`): what a CNI that applies only the nameservers configures.
+fn without_dns_searches(pod: &k8s_openapi::api::core::v1::Pod) -> k8s_openapi::api::core::v1::Pod {
+    let mut pod = pod.clone();
+    if let Some(cfg) = pod.spec.as_mut().and_then(|s| s.dns_config.as_mut()) {
+        cfg.searches = None;
+        cfg.options = None;
+    }
+    pod
 }
 
 #[cfg(test)]
