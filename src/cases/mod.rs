@@ -3,6 +3,7 @@
 //! Each area module exposes `cases() -> Vec<Case>`; a case body reads like the upstream `It`
 //! block it mirrors and keeps every OS difference in [`crate::os`] and the framework's builders.
 
+pub mod apimachinery;
 pub mod apps;
 pub mod config;
 pub mod dns;
@@ -41,6 +42,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(node::cases());
     cases.extend(security::cases());
     cases.extend(windows::cases());
+    cases.extend(apimachinery::cases());
     cases
 }
 

@@ -237,7 +237,7 @@ fn job_selector(obj: &mut Value) {
 
 /// Whether the `admission-off` fault switch turned off admission plugin `plugin` (a cluster
 /// whose API server runs without it, as `--disable-admission-plugins` would).
-fn plugin_off(st: &AppState, plugin: &str) -> bool {
+pub(crate) fn plugin_off(st: &AppState, plugin: &str) -> bool {
     st.cfg.faults.applies_to("admission-off", plugin)
 }
 

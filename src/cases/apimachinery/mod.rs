@@ -1,0 +1,13 @@
+//! Adapted `[sig-api-machinery]` cases: admission webhooks (test/e2e/apimachinery/webhook.go).
+//!
+//! The webhook server runs on the target OS (agnhost is built for Windows too); what the cases
+//! check is the API server's dispatch to it, the same on both OSes.
+
+mod webhook;
+
+use crate::catalog::Case;
+
+/// The cases of this area.
+pub fn cases() -> Vec<Case> {
+    webhook::cases()
+}
