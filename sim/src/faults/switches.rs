@@ -382,8 +382,15 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         name: "validation-off",
-        arg: Arg::Value("config-keys|immutable"),
-        breaks: "the API server stops validating ConfigMap/Secret data keys, or lets immutable ConfigMaps/Secrets change",
+        arg: Arg::Value("config-keys|immutable|match-conditions"),
+        breaks: "the API server stops validating ConfigMap/Secret data keys, lets immutable ConfigMaps/Secrets change, \
+                 or stores webhook matchConditions whose CEL does not compile",
+    },
+    Switch {
+        name: "match-conditions-dropped",
+        arg: Arg::None,
+        breaks: "the API server drops webhook configurations' matchConditions on write and calls those webhooks \
+                 for every request (the AdmissionWebhookMatchConditions gate off)",
     },
     Switch {
         name: "config-env-missing",

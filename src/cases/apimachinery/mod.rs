@@ -3,11 +3,14 @@
 //! The webhook server runs on the target OS (agnhost is built for Windows too); what the cases
 //! check is the API server's dispatch to it, the same on both OSes.
 
+mod conditions;
 mod webhook;
 
 use crate::catalog::Case;
 
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
-    webhook::cases()
+    let mut cases = webhook::cases();
+    cases.extend(conditions::cases());
+    cases
 }

@@ -38,7 +38,6 @@ pub(crate) const LIST_VALIDATING: &str = "[sig-api-machinery] AdmissionWebhook [
 /// Upstream webhook.go "listing mutating webhooks should work".
 pub(crate) const LIST_MUTATING: &str = "[sig-api-machinery] AdmissionWebhook [Privileged:ClusterAdmin] \
     listing mutating webhooks should work [Conformance]";
-
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
     vec![
@@ -65,7 +64,7 @@ const LIST_SIZE: usize = 10;
 
 /// Deploys the server, runs `checks` and deletes the case's configurations whatever happened;
 /// the checks' failure wins over a cleanup failure.
-async fn with_server<'a, Fut>(f: &'a Framework, checks: impl FnOnce(WebhookServer) -> Fut) -> CaseResult
+pub(super) async fn with_server<'a, Fut>(f: &'a Framework, checks: impl FnOnce(WebhookServer) -> Fut) -> CaseResult
 where
     Fut: Future<Output = CaseResult> + 'a,
 {
@@ -76,7 +75,7 @@ where
 }
 
 /// The text of an API refusal (the Status message), or of any other error.
-fn refusal(e: &kube::Error) -> String {
+pub(super) fn refusal(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => s.message.clone(),
         other => other.to_string(),
@@ -272,7 +271,7 @@ pub(crate) async fn mutate_configmap(f: &Framework) -> CaseResult {
 }
 
 /// Fails unless `cm`'s data is exactly `want`.
-fn expect_data(cm: &ConfigMap, want: &[(&str, &str)]) -> CaseResult {
+pub(super) fn expect_data(cm: &ConfigMap, want: &[(&str, &str)]) -> CaseResult {
     let want: BTreeMap<String, String> = want.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let got = cm.data.clone().unwrap_or_default();
     ensure!(
