@@ -4,6 +4,7 @@
 //! check is the API server's dispatch to it, the same on both OSes.
 
 mod conditions;
+mod patching;
 mod webhook;
 
 use crate::catalog::Case;
@@ -12,5 +13,6 @@ use crate::catalog::Case;
 pub fn cases() -> Vec<Case> {
     let mut cases = webhook::cases();
     cases.extend(conditions::cases());
+    cases.extend(patching::cases());
     cases
 }
