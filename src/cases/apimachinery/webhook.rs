@@ -38,6 +38,10 @@ pub(crate) const LIST_VALIDATING: &str = "[sig-api-machinery] AdmissionWebhook [
 /// Upstream webhook.go "listing mutating webhooks should work".
 pub(crate) const LIST_MUTATING: &str = "[sig-api-machinery] AdmissionWebhook [Privileged:ClusterAdmin] \
     listing mutating webhooks should work [Conformance]";
+/// Upstream webhook.go "should mutate pod and apply defaults after mutation".
+pub(crate) const MUTATE_POD: &str = "[sig-api-machinery] AdmissionWebhook [Privileged:ClusterAdmin] \
+    should mutate pod and apply defaults after mutation [Conformance]";
+
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
     vec![
@@ -47,6 +51,7 @@ pub fn cases() -> Vec<Case> {
         case!(HONOR_TIMEOUT, Kind::Adapted, honor_timeout),
         case!(LIST_VALIDATING, Kind::Adapted, list_validating),
         case!(LIST_MUTATING, Kind::Adapted, list_mutating),
+        case!(MUTATE_POD, Kind::Adapted, mutate_pod),
     ]
 }
 
@@ -483,6 +488,39 @@ pub(crate) async fn list_mutating(f: &Framework) -> CaseResult {
             stage(&second).is_none(),
             "ConfigMap to-be-mutated-2 was mutated ({:?}) after its webhook configurations were deleted",
             second.data
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// Upstream webhook.go `It("should mutate pod and apply defaults after mutation")`: a mutating
+/// webhook adds an init container to a new pod, and the API server defaults the added
+/// container (its terminationMessagePolicy becomes `File`) before storing it.
+pub(crate) async fn mutate_pod(f: &Framework) -> CaseResult {
+    with_server(f, async move |s| {
+        let hook = s.mutating(
+            "adding-init-container.k8s.io",
+            "/mutating-pods",
+            vec![core_rule(&["CREATE"], &["pods"])],
+        );
+        s.register_mutating(f, "mutating-pod-webhook-configuration", vec![hook]).await?;
+        f.step("creating a pod the webhook should mutate");
+        let pod = f
+            .pod("webhook-to-be-mutated")
+            .container(ContainerBuilder::new("example", "pause"))
+            .build(f)?;
+        let created = f.api::<Pod>().create(&PostParams::default(), &pod).await?;
+        let inits = created.spec.as_ref().and_then(|s| s.init_containers.clone()).unwrap_or_default();
+        let names: Vec<&str> = inits.iter().map(|c| c.name.as_str()).collect();
+        ensure!(
+            names == ["webhook-added-init-container"],
+            "pod webhook-to-be-mutated was stored with init containers {names:?}, expected [\"webhook-added-init-container\"] added by the webhook"
+        );
+        let policy = inits[0].termination_message_policy.as_deref();
+        ensure!(
+            policy == Some("File"),
+            "the webhook-added init container's terminationMessagePolicy is {policy:?}, expected the default \"File\" applied after mutation"
         );
         Ok(())
     })
