@@ -43,7 +43,7 @@ const CHANGE_WITHIN: Duration = Duration::from_secs(30);
 /// until `holds` accepts the API's answer, for at most 30 s.
 ///
 /// # Errors
-/// "… within 30s" with the last answer, which `describe` renders.
+/// "`what` within 30s" with the last answer seen.
 async fn until_answer(
     f: &Framework,
     prefix: &str,

@@ -87,7 +87,7 @@ pub(super) fn refusal(e: &kube::Error) -> String {
     }
 }
 
-/// Creates ConfigMap `cm` in namespace `ns` and expects a refusal containing every one of
+/// Creates `obj` (a `what`) through `api` and expects a refusal containing every one of
 /// `fragments`; returns the refusal.
 async fn expect_refused<K>(api: &Api<K>, obj: &K, what: &str, fragments: &[&str]) -> Result<String, CaseError>
 where
