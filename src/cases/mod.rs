@@ -4,9 +4,9 @@
 //! block it mirrors and keeps every OS difference in [`crate::os`] and the framework's builders.
 
 pub mod api;
+pub mod apimachinery;
 pub mod apps;
 pub mod config;
-pub mod crd;
 pub mod dns;
 pub mod dns_conformance;
 pub mod endpointslice;
@@ -51,10 +51,10 @@ pub fn all() -> Vec<Case> {
     cases.extend(apps::cases());
     cases.extend(api::cases());
     cases.extend(policy::cases());
-    cases.extend(crd::cases());
     cases.extend(node::cases());
     cases.extend(security::cases());
     cases.extend(windows::cases());
+    cases.extend(apimachinery::cases());
     cases
 }
 

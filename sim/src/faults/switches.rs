@@ -139,8 +139,14 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         name: "admission-off",
-        arg: Arg::Value("LimitRanger|ResourceQuota|ServiceAccount"),
-        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume)",
+        arg: Arg::Value("LimitRanger|ResourceQuota|ServiceAccount|MutatingAdmissionWebhook|ValidatingAdmissionWebhook"),
+        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume, no mutating or validating admission webhook calls)",
+    },
+    Switch {
+        name: "webhook-timeout-ignored",
+        arg: Arg::None,
+        breaks: "the API server waits for an admission webhook's answer whatever its timeoutSeconds (up to the \
+                 request's 60 s limit), as if the call had no deadline",
     },
     Switch {
         name: "volume-updates-stopped",
@@ -376,8 +382,15 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         name: "validation-off",
-        arg: Arg::Value("config-keys|immutable"),
-        breaks: "the API server stops validating ConfigMap/Secret data keys, or lets immutable ConfigMaps/Secrets change",
+        arg: Arg::Value("config-keys|immutable|match-conditions"),
+        breaks: "the API server stops validating ConfigMap/Secret data keys, lets immutable ConfigMaps/Secrets change, \
+                 or stores webhook matchConditions whose CEL does not compile",
+    },
+    Switch {
+        name: "match-conditions-dropped",
+        arg: Arg::None,
+        breaks: "the API server drops webhook configurations' matchConditions on write and calls those webhooks \
+                 for every request (the AdmissionWebhookMatchConditions gate off)",
     },
     Switch {
         name: "config-env-missing",

@@ -45,6 +45,7 @@ fn reject(def: &ResourceDef, obj: &Value, causes: Vec<Cause>) -> ApiResult<()> {
 /// Prepares a new object for storage, or says why it is refused.
 pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
     defaults::apply(def, obj);
+    drop_match_conditions(st, def, obj);
     match (def.group, def.plural) {
         ("", "namespaces") => {
             let name = meta::name(obj).to_string();
@@ -106,6 +107,7 @@ fn rbac_escalation(st: &AppState, def: &ResourceDef, obj: &Value) -> ApiResult<(
 /// Prepares an update of `old` to `new` (main resource writes only).
 pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value) -> ApiResult<()> {
     defaults::apply(def, new);
+    drop_match_conditions(st, def, new);
     match (def.group, def.plural) {
         (super::crd::GROUP, "customresourcedefinitions") => super::crd::carry_status(old, new),
         ("", "namespaces") => {
@@ -182,12 +184,40 @@ pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value)
     rbac_escalation(st, def, new)
 }
 
+/// `match-conditions-dropped`: an API server with the AdmissionWebhookMatchConditions gate off
+/// clears a webhook configuration's `matchConditions` on write, as upstream's
+/// `dropDisabledFields` does.
+fn drop_match_conditions(st: &AppState, def: &ResourceDef, obj: &mut Value) {
+    if !super::webhook::config::is_config(def.group, def.plural) || !st.cfg.faults.is_on("match-conditions-dropped") {
+        return;
+    }
+    for hook in obj
+        .get_mut("webhooks")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(h) = hook.as_object_mut() {
+            h.remove("matchConditions");
+        }
+    }
+}
+
 /// Drops the validation causes a fault switch turned off (an API server that lets bad objects
 /// through): `validation-off=config-keys` (ConfigMap/Secret data keys), `validation-off=immutable`
-/// (changes to an immutable ConfigMap/Secret), `pod-os-validation-off` (Linux-only fields on
-/// Windows pods).
+/// (changes to an immutable ConfigMap/Secret), `validation-off=match-conditions` (webhook
+/// matchConditions that do not compile), `pod-os-validation-off` (Linux-only fields on Windows
+/// pods).
 fn waive(st: &AppState, def: &ResourceDef, causes: Vec<Cause>) -> Vec<Cause> {
     let faults = &st.cfg.faults;
+    if super::webhook::config::is_config(def.group, def.plural)
+        && faults.applies_to("validation-off", "match-conditions")
+    {
+        return causes
+            .into_iter()
+            .filter(|c| !c.message.contains("compilation failed"))
+            .collect();
+    }
     if def.group.is_empty() && def.plural == "pods" && faults.is_on("pod-os-validation-off") {
         return causes
             .into_iter()
@@ -236,7 +266,7 @@ fn job_selector(obj: &mut Value) {
 
 /// Whether the `admission-off` fault switch turned off admission plugin `plugin` (a cluster
 /// whose API server runs without it, as `--disable-admission-plugins` would).
-fn plugin_off(st: &AppState, plugin: &str) -> bool {
+pub(crate) fn plugin_off(st: &AppState, plugin: &str) -> bool {
     st.cfg.faults.applies_to("admission-off", plugin)
 }
 

@@ -79,7 +79,7 @@ async fn call_one(
 
 /// Runs the mutating webhooks on `obj` (absent for deletes), before the object is validated.
 pub async fn mutate(st: &AppState, attrs: &Attributes, obj: Option<&mut Value>) -> Result<(), ApiError> {
-    if exempt(attrs.def) {
+    if exempt(attrs.def) || crate::api::admission::plugin_off(st, "MutatingAdmissionWebhook") {
         return Ok(());
     }
     let all = hooks(st, "mutatingwebhookconfigurations");

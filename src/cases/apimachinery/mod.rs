@@ -1,0 +1,21 @@
+//! Adapted `[sig-api-machinery]` cases: admission webhooks (test/e2e/apimachinery/webhook.go)
+//! and CustomResourceDefinition resources (custom_resource_definition.go).
+//!
+//! The webhook server runs on the target OS (agnhost is built for Windows too); what the cases
+//! check is the API server's dispatch to it, the same on both OSes.
+
+mod conditions;
+pub(crate) mod crd;
+mod patching;
+mod webhook;
+
+use crate::catalog::Case;
+
+/// The cases of this area.
+pub fn cases() -> Vec<Case> {
+    let mut cases = webhook::cases();
+    cases.extend(conditions::cases());
+    cases.extend(patching::cases());
+    cases.extend(crd::cases());
+    cases
+}
