@@ -105,6 +105,8 @@ pub fn rule(operations: &[&str], group: &str, version: &str, resources: &[&str])
 #[derive(Debug, Clone)]
 pub struct WebhookServer {
     ns: String,
+    /// The run id, labelled on every configuration so cleanup and leak checks find them.
+    run_id: String,
     ca: ByteString,
 }
 
@@ -172,6 +174,7 @@ impl Framework {
         self.wait_ready_endpoints(SERVICE_NAME, 1).await?;
         Ok(WebhookServer {
             ns: self.ns().to_string(),
+            run_id: self.run().run_id.clone(),
             ca: ByteString(c.ca.into_bytes()),
         })
     }
@@ -234,7 +237,10 @@ impl WebhookServer {
 
     /// The labels every configuration of this case carries, so cleanup finds them all.
     fn config_labels(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([(SCOPE_LABEL.to_string(), self.ns.clone())])
+        BTreeMap::from([
+            (SCOPE_LABEL.to_string(), self.ns.clone()),
+            (RUN_ID_LABEL.to_string(), self.run_id.clone()),
+        ])
     }
 
     /// The selector `scope-label=<case namespace>`, plus `extra` requirements.
@@ -468,6 +474,7 @@ mod tests {
     fn webhooks_are_scoped_to_the_case_and_skip_markers() {
         let s = WebhookServer {
             ns: "ns-1".into(),
+            run_id: "run-1".into(),
             ca: ByteString(b"ca".to_vec()),
         };
         let cfg = s.validating_config("deny", vec![s.validating("a.k8s.io", "/pods", vec![])]);

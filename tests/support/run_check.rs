@@ -177,6 +177,27 @@ pub async fn leftovers(client: kube::Client) -> Vec<String> {
     all.extend(names::<ClusterRoleBinding>(&client, "clusterrolebinding").await);
     all.extend(names::<RuntimeClass>(&client, "runtimeclass").await);
     all.extend(names::<StorageClass>(&client, "storageclass").await);
+    all.extend(
+        names::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(
+            &client,
+            "customresourcedefinition",
+        )
+        .await,
+    );
+    all.extend(
+        names::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>(
+            &client,
+            "validatingwebhookconfiguration",
+        )
+        .await,
+    );
+    all.extend(
+        names::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>(
+            &client,
+            "mutatingwebhookconfiguration",
+        )
+        .await,
+    );
     all
 }
 
