@@ -65,6 +65,27 @@ impl Outcome {
     }
 }
 
+/// Cases of the slice that do not yet ride out transient faults (`tests/fixtures/
+/// fault_matrix_pending.txt`): the matrix leaves them out, by exact name, until they are
+/// hardened. A to-do list: it only shrinks, and an entry the slice does not plan fails.
+fn matrix_pending() -> BTreeSet<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fault_matrix_pending.txt");
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+/// `--skip` arguments leaving out every pending case by its exact name.
+fn pending_skips() -> Vec<String> {
+    matrix_pending()
+        .iter()
+        .flat_map(|n| ["--skip".to_string(), format!("^{}$", regex::escape(n))])
+        .collect()
+}
+
 fn run_config(label: &str, faults: &str, planned: &BTreeSet<String>) -> Outcome {
     let t0 = Instant::now();
     // Warnings, and every exec's start and end on both sides, in the kept sim.log.
@@ -78,7 +99,9 @@ fn run_config(label: &str, faults: &str, planned: &BTreeSet<String>) -> Outcome 
     }
     let sim = SimProcess::start(&sim_args, Duration::from_secs(90));
     let reports = tempfile::tempdir().unwrap();
-    let out = run_slice(&sim.kubeconfig, reports.path(), &[]);
+    let skips = pending_skips();
+    let skips: Vec<&str> = skips.iter().map(String::as_str).collect();
+    let out = run_slice(&sim.kubeconfig, reports.path(), &skips);
     let junit = reports.path().join("junit_01.xml");
     let mut outcome = Outcome {
         label: label.to_string(),
@@ -148,7 +171,14 @@ fn with_pod_history(leftover: &str, sim_log: &str) -> String {
 
 #[test]
 fn transient_faults_fail_no_case_that_passes_without_them() {
-    let planned = planned();
+    let pending = matrix_pending();
+    let registered = planned();
+    let stale: Vec<_> = pending.iter().filter(|n| !registered.contains(*n)).collect();
+    assert!(
+        stale.is_empty(),
+        "tests/fixtures/fault_matrix_pending.txt names cases the slice does not plan: {stale:?}"
+    );
+    let planned: BTreeSet<String> = registered.difference(&pending).cloned().collect();
     assert!(
         planned.len() >= 60,
         "the slice has {} cases; at least 60 wanted",

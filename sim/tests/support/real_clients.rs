@@ -5,8 +5,9 @@
 //! `sim_api_kubectl`, `sim_kubectl_pods` and `sim_python_client` each carried this prelude; one
 //! copy keeps where kubectl is looked for, and what a missing client means, the same for all.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use crossconf_sim::{SimCluster, SimConfig};
 
@@ -77,4 +78,36 @@ impl ClientSim {
         std::fs::write(&kubeconfig, sim.kubeconfig_yaml()).unwrap();
         ClientSim { sim, dir, kubeconfig }
     }
+}
+
+/// Runs kubectl `bin` against `kubeconfig` with `args`, feeding `stdin` when given; returns the
+/// exit code, stdout and stderr. `HOME` is the kubeconfig's directory so kubectl's cache stays
+/// in the test's temp dir.
+pub fn kubectl(bin: &Path, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (Option<i32>, String, String) {
+    let mut child = Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", kubeconfig.parent().expect("the kubeconfig is in a directory"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin is piped")
+            .write_all(text.as_bytes())
+            .expect("kubectl reads its stdin");
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().expect("kubectl ends");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

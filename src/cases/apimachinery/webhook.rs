@@ -89,11 +89,22 @@ pub(super) fn refusal(e: &kube::Error) -> String {
 
 /// Creates `obj` (a `what`) through `api` and expects a refusal containing every one of
 /// `fragments`; returns the refusal.
+///
+/// A create that lost its connection (an API server restarting while the webhook was being
+/// called) got no answer at all, so it is sent again (up to three times): a refusal is what is
+/// checked, and an object admitted by the lost attempt shows up as AlreadyExists, which fails.
 async fn expect_refused<K>(api: &Api<K>, obj: &K, what: &str, fragments: &[&str]) -> Result<String, CaseError>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
-    match api.create(&PostParams::default(), obj).await {
+    let mut answer = api.create(&PostParams::default(), obj).await;
+    for _ in 0..3 {
+        match &answer {
+            Err(kube::Error::Api(_)) | Ok(_) => break,
+            Err(_) => answer = api.create(&PostParams::default(), obj).await,
+        }
+    }
+    match answer {
         Ok(_) => fail!(
             "{what} {} was admitted; expected the webhook to refuse it",
             obj.name_any()

@@ -69,14 +69,32 @@ pub(super) async fn token(
         ..TokenRequest::default()
     };
     let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let answer: TokenRequest = api
-        .create_subresource("token", &sa, &PostParams::default(), &request)
-        .await
-        .map_err(|source| VolumeError::Api {
-            volume: volume.into(),
-            what: format!("token for serviceaccount {sa}"),
-            source,
-        })?;
+    // The kubelet's volume manager retries a failed mount on every sync until the token is
+    // issued; a 5xx, 429 or lost connection is tried again here (about 6 s in all) rather than
+    // starting the pod without its token.
+    let mut delay = Duration::from_millis(200);
+    let mut attempt = 0;
+    let answer: TokenRequest = loop {
+        attempt += 1;
+        match api
+            .create_subresource("token", &sa, &PostParams::default(), &request)
+            .await
+        {
+            Ok(answer) => break answer,
+            Err(e) if attempt < 6 && transient(&e) => {
+                tracing::debug!(serviceaccount = %sa, error = %e, "token request failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            Err(source) => {
+                return Err(VolumeError::Api {
+                    volume: volume.into(),
+                    what: format!("token for serviceaccount {sa}"),
+                    source,
+                });
+            }
+        }
+    };
     let tok = answer.status.map(|s| s.token).unwrap_or_default().into_bytes();
     // Refresh after 80% of the lifetime, as the kubelet's token manager does.
     let refresh = now + Duration::from_secs((secs.max(1) as u64) * 8 / 10);
@@ -84,4 +102,12 @@ pub(super) async fn token(
     cache.retain(|_, (_, r)| *r + Duration::from_secs(secs.max(1) as u64) > now);
     cache.insert(key, (tok.clone(), refresh));
     Ok(tok)
+}
+
+/// Whether a failed TokenRequest may succeed when sent again (server trouble, not a refusal).
+fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        _ => true,
+    }
 }
