@@ -25,10 +25,10 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// Deleting a namespace failed.
-    #[error("deleting namespace {name}")]
+    /// Deleting a namespace (or a labelled cluster-scoped collection) failed.
+    #[error("deleting {name}")]
     Delete {
-        /// The namespace.
+        /// The namespace, or the kind and selector.
         name: String,
         /// Why.
         #[source]
@@ -83,12 +83,46 @@ impl fmt::Display for CleanupReport {
     }
 }
 
+/// Deletes the cluster-scoped objects with the run-id label that cases create and remove
+/// themselves (webhook configurations, CustomResourceDefinitions, PriorityClasses): a case cut
+/// off by its timeout or an interrupt never reaches its own clean-up, and a webhook
+/// configuration left behind would go on judging requests. A kind the cluster does not serve
+/// (404) has nothing to delete.
+async fn delete_cluster_scoped(client: &Client, selector: &str) -> Result<(), Error> {
+    use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    async fn sweep<K>(client: &Client, selector: &str) -> Result<(), Error>
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope> + Clone + fmt::Debug + serde::de::DeserializeOwned,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::all(client.clone());
+        match api
+            .delete_collection(&DeleteParams::default(), &ListParams::default().labels(selector))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(source) => Err(Error::Delete {
+                name: format!("{} labelled {selector}", K::plural(&Default::default())),
+                source,
+            }),
+        }
+    }
+    sweep::<ValidatingWebhookConfiguration>(client, selector).await?;
+    sweep::<MutatingWebhookConfiguration>(client, selector).await?;
+    sweep::<CustomResourceDefinition>(client, selector).await?;
+    sweep::<PriorityClass>(client, selector).await
+}
+
 /// Deletes every namespace matching `selector` and waits (on a watch) until all are gone.
 ///
 /// # Errors
 /// When listing or deleting fails, or namespaces remain after `timeout`.
 pub async fn delete_labelled(client: &Client, selector: &str, timeout: Duration) -> Result<CleanupReport, Error> {
     let start = Instant::now();
+    delete_cluster_scoped(client, selector).await?;
     let api: Api<Namespace> = Api::all(client.clone());
     let lp = ListParams::default().labels(selector);
     let list = api.list(&lp).await.map_err(|source| Error::List {
@@ -99,7 +133,7 @@ pub async fn delete_labelled(client: &Client, selector: &str, timeout: Duration)
     for name in &names {
         if let Err(source) = crate::framework::delete_namespace(client, name).await {
             return Err(Error::Delete {
-                name: name.clone(),
+                name: format!("namespace {name}"),
                 source,
             });
         }
