@@ -10,6 +10,7 @@ pub mod config;
 pub mod dns;
 pub mod dns_conformance;
 pub mod endpointslice;
+pub mod hostprocess;
 pub mod hybrid;
 pub mod network;
 pub mod node;
@@ -54,6 +55,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(node::cases());
     cases.extend(security::cases());
     cases.extend(windows::cases());
+    cases.extend(hostprocess::cases());
     cases.extend(apimachinery::cases());
     cases
 }

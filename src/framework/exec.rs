@@ -120,7 +120,20 @@ impl Framework {
                 status_seen.store(true, std::sync::atomic::Ordering::SeqCst);
                 s
             };
-            tokio::time::timeout_at(deadline, async { tokio::join!(reads, status) }).await
+            tokio::pin!(reads, status);
+            tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    r = &mut reads => (r, status.await),
+                    // The status is the last frame the kubelet sends, after all output: once it
+                    // is in, output still in flight gets a moment, but a connection a proxy
+                    // keeps open after it (seen through API server restarts) is not waited on.
+                    s = &mut status => {
+                        let r = tokio::time::timeout(STATUS_GRACE, &mut reads).await.unwrap_or(Ok(0));
+                        (r, s)
+                    }
+                }
+            })
+            .await
         };
         let Ok((read_result, status)) = finished else {
             let tail = |b: &[u8]| {
@@ -206,6 +219,9 @@ impl Framework {
 /// How long one exec may run before its stream counts as broken: longer than any command a
 /// case runs (the longest hold cases a few tens of seconds), shorter than a case timeout.
 const EXEC_STALL: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How long output may still arrive after an exec's exit status.
+const STATUS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Times an exec whose stream broke is run again.
 const EXEC_STREAM_RETRIES: u32 = 2;

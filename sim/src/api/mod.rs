@@ -45,6 +45,7 @@ pub mod tls;
 pub mod transient;
 pub mod validate;
 pub mod validate_kinds;
+pub mod validate_windows;
 pub mod vap;
 pub mod watch;
 pub mod webhook;

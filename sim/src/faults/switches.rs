@@ -310,6 +310,11 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "Windows kubelets create hostNetwork sandboxes for pods that are not HostProcess pods",
     },
     Switch {
+        name: "hostprocess-unsupported",
+        arg: Arg::None,
+        breaks: "Windows runtimes without HostProcess (job) containers, as containerd before 1.6: their sandboxes fail",
+    },
+    Switch {
         name: "image-cache-off",
         arg: Arg::None,
         breaks: "the runtime keeps no image store: no image is ever present on a node",

@@ -132,6 +132,18 @@ pub(crate) fn router(kl: Arc<Kubelet>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/configz", get(configz))
         .route(
+            "/metrics",
+            get(|State(kl): State<Arc<Kubelet>>| async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    kl.metrics.render(kl.cfg.os == crossconf_model::os::Os::Windows),
+                )
+            }),
+        )
+        .route(
             "/stats/summary",
             get(|State(kl): State<Arc<Kubelet>>| async move { axum::Json(stats::summary(&kl)) }),
         )

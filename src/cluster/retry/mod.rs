@@ -189,6 +189,7 @@ impl Retrying {
         let started = tokio::time::Instant::now();
         let mut ambiguous = false;
         let mut attempt = 0u32;
+        let mut last_answer = None;
         loop {
             let t0 = Instant::now();
             let outcome = self.attempt(replay.request()).await;
@@ -197,9 +198,9 @@ impl Retrying {
                 self.journal.record(Trouble::Slow(took));
             }
             let (failure, wait_hint) = match &outcome {
-                Outcome::Answer(resp, _) => {
+                Outcome::Answer(resp, bytes) => {
                     self.journal.answered();
-                    match policy::status_failure(resp.status()) {
+                    match policy::status_failure(resp.status(), bytes) {
                         Some(f) => {
                             self.journal.record(Trouble::Status(resp.status().as_u16()));
                             (f, policy::retry_after(resp.headers()))
@@ -222,12 +223,18 @@ impl Retrying {
             attempt += 1;
             let delay = wait_hint.unwrap_or_else(|| backoff(attempt)).max(backoff(1));
             if !policy::may_replay(&kind, failure) || started.elapsed() + delay > policy::RETRY_BUDGET {
-                return match outcome {
-                    Outcome::Answer(resp, _) => Ok(resp),
-                    Outcome::Lost(e) => Err(e),
+                return match (outcome, last_answer) {
+                    (Outcome::Answer(resp, _), _) => Ok(resp),
+                    // The server's own last word says more than a connection lost after it
+                    // (a 500 whose replays met an API server restarting).
+                    (Outcome::Lost(_), Some(resp)) if policy::may_replay(&kind, failure) => Ok(resp),
+                    (Outcome::Lost(e), _) => Err(e),
                 };
             }
             ambiguous |= failure == Failure::Ambiguous;
+            if let Outcome::Answer(resp, _) = outcome {
+                last_answer = Some(resp);
+            }
             tracing::debug!(method = %replay.parts.method, path = replay.parts.uri.path(), attempt, ?delay, ?failure,
                 "retrying API request after a transient failure");
             tokio::time::sleep(delay).await;
@@ -242,7 +249,7 @@ impl Retrying {
         loop {
             let outcome = self.attempt(replay.get(path)).await;
             let retry = match &outcome {
-                Outcome::Answer(resp, _) => policy::status_failure(resp.status()).is_some(),
+                Outcome::Answer(resp, bytes) => policy::status_failure(resp.status(), bytes).is_some(),
                 Outcome::Lost(e) => transport_failure(e).is_some(),
             };
             if !retry {
@@ -292,6 +299,28 @@ impl Retrying {
                 let (mut parts, _) = got.into_parts();
                 parts.status = StatusCode::CREATED;
                 Ok(Response::from_parts(parts, Body::from(bytes)))
+            }
+            // 409 Conflict on a replayed replace: stored by the first attempt if the object
+            // now holds what was sent.
+            (Kind::Replace, StatusCode::CONFLICT) => {
+                let Ok(sent) = serde_json::from_slice::<serde_json::Value>(&replay.body) else {
+                    return Ok(resp);
+                };
+                let Some((got, bytes)) = self.read_back(replay, replay.parts.uri.path()).await else {
+                    return Ok(resp);
+                };
+                let stored = serde_json::from_slice::<serde_json::Value>(&bytes).unwrap_or_default();
+                if got.status() != StatusCode::OK
+                    || !policy::holds(&sent, &stored, replay.parts.uri.path().ends_with("/status"))
+                {
+                    return Ok(resp);
+                }
+                self.journal.record(Trouble::Recovered);
+                tracing::debug!(
+                    path = replay.parts.uri.path(),
+                    "replace found done on replay after an ambiguous failure"
+                );
+                Ok(got)
             }
             (Kind::Delete, StatusCode::NOT_FOUND) => {
                 self.journal.record(Trouble::Recovered);
@@ -521,5 +550,67 @@ mod tests {
         let client = Client::new(Retrying::new(Client::new(svc, "default")), "default");
         client.request_text(get()).await.unwrap();
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    const WEBHOOK_500: &str = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Internal error occurred: failed calling webhook \"deny.k8s.io\": context deadline exceeded","reason":"InternalError","code":500}"#;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_webhook_refusal_is_not_replayed() {
+        let obj = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"a"}}"#;
+        let (client, seen) = answering(vec![(500, WEBHOOK_500)]);
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client, "a");
+        let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_str(obj).unwrap();
+        let err = api.create(&Default::default(), &cm).await.unwrap_err();
+        assert!(
+            matches!(&err, kube::Error::Api(s) if s.message.contains("failed calling webhook")),
+            "{err}"
+        );
+        assert_eq!(seen.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_last_answer_beats_a_connection_lost_after_it() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        let svc = tower::service_fn(move |_req: Request<Body>| {
+            let n = c.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    Ok(Response::builder()
+                        .status(500)
+                        .body(Body::from(
+                            br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Internal error occurred: etcdserver: request timed out","reason":"InternalError","code":500}"#.to_vec(),
+                        ))
+                        .unwrap())
+                } else {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "connection reset",
+                    ))
+                }
+            }
+        });
+        let client = Client::new(Retrying::new(Client::new(svc, "default")), "default");
+        let err = client.request_text(get()).await.unwrap_err();
+        assert!(matches!(&err, kube::Error::Api(s) if s.code == 500), "{err}");
+        assert!(calls.load(Ordering::SeqCst) > 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replace_stored_despite_a_504_is_read_back() {
+        let sent = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"a","resourceVersion":"5"},"data":{"k":"v2"}}"#;
+        let stored = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"a","resourceVersion":"6"},"data":{"k":"v2"}}"#;
+        let older = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"a","resourceVersion":"6"},"data":{"k":"other"}}"#;
+        let conflict = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409}"#;
+        let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_str(sent).unwrap();
+        let (client, seen) = answering(vec![(504, "{}"), (409, conflict), (200, stored)]);
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client, "a");
+        let got = api.replace("cm", &Default::default(), &cm).await.unwrap();
+        assert_eq!(got.metadata.resource_version.as_deref(), Some("6"));
+        assert_eq!(seen.lock().unwrap().len(), 3);
+        // Someone else's write in between: the conflict stands.
+        let (client, _) = answering(vec![(504, "{}"), (409, conflict), (200, older)]);
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client, "a");
+        assert!(matches!(api.replace("cm", &Default::default(), &cm).await, Err(kube::Error::Api(s)) if s.code == 409));
     }
 }

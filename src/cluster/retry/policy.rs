@@ -5,7 +5,9 @@
 //! have been stored; kube-apiserver's "etcdserver: request timed out" often is). Clean failures
 //! are retried for every method. Ambiguous ones only when a replay cannot do harm or its
 //! outcome can be read back:
-//! - reads (GET, HEAD, OPTIONS) and replaces (PUT) replay as they are;
+//! - reads (GET, HEAD, OPTIONS) and replaces (PUT) replay as they are; a replace whose replay
+//!   meets 409 Conflict was stored by the first attempt if the object read back holds every
+//!   field the replace sent (see [`holds`]), and that object is returned;
 //! - merge, strategic-merge and apply patches set fields to values, so a replay is a no-op;
 //!   JSON patches (`add`/`remove` operations) are not, and are never replayed;
 //! - a DELETE whose replay answers 404 Not Found was done by the first attempt;
@@ -39,8 +41,11 @@ pub fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
 /// What a request does, as far as replaying it is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
-    /// GET, HEAD, OPTIONS, PUT, and merge/strategic/apply patches: replays are harmless.
+    /// GET, HEAD, OPTIONS, and merge/strategic/apply patches: replays are harmless.
     Replayable,
+    /// PUT: harmless too, but a replace carrying the `resourceVersion` it read answers 409
+    /// Conflict on replay when the first attempt was stored (its version is gone).
+    Replace,
     /// DELETE: a replay may answer 404 because the first attempt deleted it.
     Delete,
     /// POST to a collection of an object with a fixed name: a replay may answer 409.
@@ -55,13 +60,15 @@ pub enum Kind {
 /// Classifies a request from its method, path, content type and (for a POST) body.
 pub fn classify(method: &Method, path: &str, content_type: Option<&str>, body: &[u8]) -> Kind {
     match *method {
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT => Kind::Replayable,
+        Method::GET | Method::HEAD | Method::OPTIONS => Kind::Replayable,
+        Method::PUT => Kind::Replace,
         Method::DELETE => Kind::Delete,
         Method::PATCH => {
             let ct = content_type.unwrap_or("");
             if ct.starts_with("application/merge-patch+json")
                 || ct.starts_with("application/strategic-merge-patch+json")
                 || ct.starts_with("application/apply-patch")
+                || (ct.starts_with("application/json-patch+json") && json_patch_sets_values(body))
             {
                 Kind::Replayable
             } else {
@@ -90,12 +97,54 @@ fn is_collection(path: &str) -> bool {
     matches!(rest, [_] | ["namespaces", _, _])
 }
 
+/// Whether a JSON patch only sets values, so that applying it twice equals applying it once:
+/// `replace` and `test` operations, and `add` to an object member (which sets it); not `add`
+/// into an array (an index or `-` inserts), `remove`, `move` or `copy`.
+fn json_patch_sets_values(body: &[u8]) -> bool {
+    let Ok(serde_json::Value::Array(ops)) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return false;
+    };
+    !ops.is_empty()
+        && ops.iter().all(|op| {
+            let last = op["path"].as_str().and_then(|p| p.rsplit('/').next()).unwrap_or("-");
+            match op["op"].as_str() {
+                Some("replace" | "test") => true,
+                Some("add") => last != "-" && last.parse::<usize>().is_err(),
+                _ => false,
+            }
+        })
+}
+
 fn created_name(body: &[u8]) -> Option<String> {
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
     value["metadata"]["name"]
         .as_str()
         .filter(|n| !n.is_empty())
         .map(str::to_string)
+}
+
+/// Whether `stored` holds everything `sent` set: objects field by field (so server defaults
+/// and added metadata do not count), other values equal. `metadata.resourceVersion` is
+/// skipped (the stored one is newer by design), and so is `status` unless `status_written` (a
+/// replace of the object itself does not write its status, one of `/status` does).
+pub fn holds(sent: &serde_json::Value, stored: &serde_json::Value, status_written: bool) -> bool {
+    let within = |sent, stored| within(sent, stored, &[], status_written);
+    within(sent, stored)
+}
+
+fn within(sent: &serde_json::Value, stored: &serde_json::Value, path: &[&str], status_written: bool) -> bool {
+    {
+        match (sent, stored) {
+            (serde_json::Value::Object(a), serde_json::Value::Object(b)) => a.iter().all(|(k, v)| {
+                let here: Vec<&str> = path.iter().copied().chain([k.as_str()]).collect();
+                matches!(here.as_slice(), ["metadata", "resourceVersion"])
+                    || (here == ["status"] && !status_written)
+                    || b.get(k).is_some_and(|w| within(v, w, &here, status_written))
+                    || v.is_null() && b.get(k).is_none()
+            }),
+            _ => sent == stored,
+        }
+    }
 }
 
 /// Whether a failure with this answer is clean (not acted on), ambiguous, or final.
@@ -107,15 +156,29 @@ pub enum Failure {
     Ambiguous,
 }
 
-/// How a response status counts: `None` is a final answer (success or a real error).
-pub fn status_failure(status: StatusCode) -> Option<Failure> {
+/// How an answer counts: `None` is a final answer (success or a real error).
+///
+/// A 500 from admission is final: kube-apiserver answers a webhook it could not call under
+/// `failurePolicy: Fail` with `NewInternalError` ("failed calling webhook ..."), before any
+/// storage, so nothing was stored and a replay would only meet the same webhook again (and
+/// keep a case that expects that refusal waiting out the whole budget).
+pub fn status_failure(status: StatusCode, body: &[u8]) -> Option<Failure> {
     match status {
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Some(Failure::Clean),
+        StatusCode::INTERNAL_SERVER_ERROR if admission_refusal(body) => None,
         StatusCode::INTERNAL_SERVER_ERROR | StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => {
             Some(Failure::Ambiguous)
         }
         _ => None,
     }
+}
+
+/// Whether a Status body is kube-apiserver's answer for a webhook call that failed.
+fn admission_refusal(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(|m| m.contains("failed calling webhook")))
+        .unwrap_or(false)
 }
 
 /// Whether a request of `kind` may be replayed after `failure`.
@@ -126,6 +189,19 @@ pub fn may_replay(kind: &Kind, failure: Failure) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_replace_holds_what_was_sent() {
+        let sent = serde_json::json!({"metadata": {"name": "e", "resourceVersion": "5", "labels": {"a": "b"}},
+            "note": "updated", "series": null, "status": {"x": 1}});
+        let stored = serde_json::json!({"metadata": {"name": "e", "resourceVersion": "6", "labels": {"a": "b"},
+            "uid": "u"}, "note": "updated", "type": "Normal"});
+        assert!(holds(&sent, &stored, false));
+        assert!(!holds(&sent, &stored, true));
+        let other = serde_json::json!({"metadata": {"name": "e", "resourceVersion": "6", "labels": {"a": "c"}},
+            "note": "updated"});
+        assert!(!holds(&sent, &other, false));
+    }
 
     #[test]
     fn backoff_doubles_and_caps() {
@@ -178,6 +254,28 @@ mod tests {
                 kind
             );
         }
+        let json = |body: &str| {
+            classify(
+                &Method::PATCH,
+                "/apis/g/v1/xs/a/status",
+                Some("application/json-patch+json"),
+                body.as_bytes(),
+            )
+        };
+        assert_eq!(
+            json(r#"[{"op":"add","path":"/status/conditions","value":[]}]"#),
+            Kind::Replayable
+        );
+        assert_eq!(
+            json(r#"[{"op":"test","path":"/a","value":1},{"op":"replace","path":"/a","value":2}]"#),
+            Kind::Replayable
+        );
+        assert_eq!(
+            json(r#"[{"op":"add","path":"/status/conditions/-","value":{}}]"#),
+            Kind::Once
+        );
+        assert_eq!(json(r#"[{"op":"add","path":"/spec/list/0","value":1}]"#), Kind::Once);
+        assert_eq!(json(r#"[{"op":"remove","path":"/metadata/labels/a"}]"#), Kind::Once);
     }
 
     #[test]
@@ -186,7 +284,18 @@ mod tests {
         assert!(may_replay(&once, Failure::Clean));
         assert!(!may_replay(&once, Failure::Ambiguous));
         assert!(may_replay(&Kind::Delete, Failure::Ambiguous));
-        assert_eq!(status_failure(StatusCode::CONFLICT), None);
-        assert_eq!(status_failure(StatusCode::GATEWAY_TIMEOUT), Some(Failure::Ambiguous));
+        assert_eq!(status_failure(StatusCode::CONFLICT, b""), None);
+        assert_eq!(
+            status_failure(StatusCode::GATEWAY_TIMEOUT, b""),
+            Some(Failure::Ambiguous)
+        );
+        let storage =
+            br#"{"kind":"Status","message":"Internal error occurred: etcdserver: request timed out","code":500}"#;
+        assert_eq!(
+            status_failure(StatusCode::INTERNAL_SERVER_ERROR, storage),
+            Some(Failure::Ambiguous)
+        );
+        let webhook = br#"{"kind":"Status","message":"Internal error occurred: failed calling webhook \"a.k8s.io\": context deadline exceeded","code":500}"#;
+        assert_eq!(status_failure(StatusCode::INTERNAL_SERVER_ERROR, webhook), None);
     }
 }

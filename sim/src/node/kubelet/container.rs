@@ -25,7 +25,7 @@ use super::image_pull::pull;
 use super::probes::spawn_probes;
 use super::restart::StartFailure;
 use super::volumes::pod_fields;
-use super::{Kubelet, PodRt, sleep_or, with_ctr};
+use super::{Kubelet, PodRt, host_process, metrics, sleep_or, with_ctr};
 
 /// Known Windows container users (the built-in accounts of Windows container images).
 const WINDOWS_USERS: &[&str] = &[
@@ -94,6 +94,11 @@ pub(super) async fn start_container(
         )
     };
     let (user, non_root) = effective_user(kl, &pod, c, &img);
+    // A HostProcess container runs on the host (see `host_process`): the node's name, file
+    // system and network, and an account of the host.
+    let hpc = kl.cfg.os == Os::Windows && host_process::requested(&pod, c);
+    let host_root = host_process::host_root(&kl.cfg.root_dir);
+    let hpc_account = hpc.then(|| host_process::account(&user, &host_root));
     // A kubelet with the `run-as-non-root-ignored` fault never verifies runAsNonRoot.
     if non_root == Some(true) && !kl.net.faults().is_on("run-as-non-root-ignored") {
         let root = match kl.cfg.os {
@@ -117,11 +122,14 @@ pub(super) async fn start_container(
         }
     }
     let fields = pod_fields(kl, &pod, ip);
-    let hostname = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.hostname.clone())
-        .unwrap_or_else(|| rt.name.clone());
+    let hostname = if hpc {
+        kl.cfg.name.clone()
+    } else {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.hostname.clone())
+            .unwrap_or_else(|| rt.name.clone())
+    };
     // A kubelet with the `service-env-missing` fault has no Service informer: no
     // docker-links-style variables.
     let services = if kl.net.faults().is_on("service-env-missing") {
@@ -151,7 +159,16 @@ pub(super) async fn start_container(
         // Windows gives every process its account's USERNAME and USERPROFILE (`echo %USERNAME%`
         // is how the upstream runAsUserName cases read the user); an account such as
         // `NT AUTHORITY\SYSTEM` shows its name without the domain.
-        let account = user.rsplit('\\').next().unwrap_or(&user).to_string();
+        let account = match &hpc_account {
+            Some(Ok(a)) => a.rsplit('\\').next().unwrap_or(a).to_string(),
+            _ => user.rsplit('\\').next().unwrap_or(&user).to_string(),
+        };
+        if hpc {
+            env.insert(
+                "CONTAINER_SANDBOX_MOUNT_POINT".into(),
+                host_process::SANDBOX_MOUNT_POINT.into(),
+            );
+        }
         env.entry("USERPROFILE".into())
             .or_insert_with(|| format!("C:\\Users\\{account}"));
         env.entry("USERNAME".into()).or_insert(account);
@@ -284,14 +301,31 @@ pub(super) async fn start_container(
             .as_ref()
             .and_then(|s| s.read_only_root_filesystem)
             .unwrap_or(false);
-    let fs = FsView::new(
-        kl.cfg.os,
-        rootfs,
-        read_only_root,
-        mounts_with_defaults(mounts),
-        kl.net.faults().clone(),
-    );
-    let windows_user_unknown = kl.cfg.os == Os::Windows && !WINDOWS_USERS.iter().any(|u| u.eq_ignore_ascii_case(&user));
+    let fs = if hpc {
+        if let Err(e) = std::fs::create_dir_all(&host_root) {
+            return fail_create(
+                "CreateContainerError",
+                format!("failed to create containerd container: creating the host file system: {e}"),
+            );
+        }
+        FsView::new(
+            kl.cfg.os,
+            host_root,
+            false,
+            host_process::mounts(rootfs, mounts),
+            kl.net.faults().clone(),
+        )
+    } else {
+        FsView::new(
+            kl.cfg.os,
+            rootfs,
+            read_only_root,
+            mounts_with_defaults(mounts),
+            kl.net.faults().clone(),
+        )
+    };
+    let windows_user_unknown =
+        !hpc && kl.cfg.os == Os::Windows && !WINDOWS_USERS.iter().any(|u| u.eq_ignore_ascii_case(&user));
     // Start delay (sandbox + container start) from the profile.
     // The `slow-container-starts` fault: an overloaded node where every sandbox + container
     // start takes 35 s more (past the 30 s p50 that upstream's density case allows).
@@ -328,18 +362,28 @@ pub(super) async fn start_container(
         "Created",
         &format!("Created container: {}", c.name),
     );
+    // Created: the kubelet counts the start now and a failure to start as an error.
+    let kind = metrics::container_type(init);
+    kl.metrics.started(kind, hpc);
+    let start_error = |msg: String| {
+        kl.metrics.start_failed(kind, "Unknown", hpc);
+        Err(StartFailure::StartError(msg))
+    };
+    let user = match hpc_account {
+        Some(Ok(account)) => account,
+        Some(Err(msg)) => return start_error(msg),
+        None => user,
+    };
     if windows_user_unknown {
-        return Err(StartFailure::StartError(format!(
+        return start_error(format!(
             "failed to create containerd task: failed to create shim task: hcs::System::CreateProcess {cid}: The user name or password is incorrect.: unknown (runAsUserName {user:?})"
-        )));
+        ));
     }
     let Some(a0) = argv0.first().cloned() else {
-        return Err(StartFailure::StartError(
-            "failed to create containerd task: no command specified".into(),
-        ));
+        return start_error("failed to create containerd task: no command specified".into());
     };
     if programs::find(&a0, &img).is_none() {
-        return Err(StartFailure::StartError(programs::not_found_message(&a0, &img)));
+        return start_error(programs::not_found_message(&a0, &img));
     }
     let stop = CancellationToken::new();
     let kill = CancellationToken::new();
@@ -353,7 +397,14 @@ pub(super) async fn start_container(
             }
         })
     };
-    let cwd = c.working_dir.clone().unwrap_or_else(|| "/".into());
+    // A HostProcess container starts in its sandbox mount point (containerd 1.7).
+    let cwd = c.working_dir.clone().unwrap_or_else(|| {
+        if hpc {
+            host_process::SANDBOX_MOUNT_POINT.into()
+        } else {
+            "/".into()
+        }
+    });
     let ctx = Ctx {
         pod: Arc::new(PodInfo {
             name: rt.name.clone(),

@@ -48,7 +48,9 @@ mod container;
 mod events;
 mod exec;
 mod hooks;
+pub(crate) mod host_process;
 mod image_pull;
+pub(crate) mod metrics;
 mod node_health;
 mod node_status;
 mod pod_worker;
@@ -381,6 +383,8 @@ pub(crate) struct Kubelet {
     pub(crate) health: node_health::NodeHealth,
     /// Images whose first pull already failed under `pull-fail-once`.
     pull_failed_once: Mutex<std::collections::HashSet<String>>,
+    /// The `/metrics` counters.
+    pub(crate) metrics: metrics::Metrics,
 }
 
 /// Starts a kubelet: registers the Node, starts heartbeats, the kubelet HTTPS server on
@@ -417,6 +421,7 @@ pub async fn start_node(
         events: Mutex::new(HashMap::new()),
         health: node_health::NodeHealth::new(),
         pull_failed_once: Mutex::new(std::collections::HashSet::new()),
+        metrics: metrics::Metrics::default(),
         cancel: cancel.child_token(),
         client,
         net,

@@ -261,21 +261,25 @@ async fn active_deadline(kl: &Kubelet, rt: &PodRt) {
 }
 
 /// Why a sandbox cannot be created on this node, if it cannot.
-fn sandbox_error(os: Os, pod: &Pod, host_network_allowed: bool) -> Option<String> {
+///
+/// HostProcess pods run on Windows nodes (containerd 1.7 models them, see
+/// [`super::host_process`]) unless the `hostprocess-unsupported` fault models a runtime
+/// without job containers (containerd before 1.6).
+fn sandbox_error(os: Os, pod: &Pod, host_network_allowed: bool, host_process_supported: bool) -> Option<String> {
     let spec = pod.spec.clone().unwrap_or_default();
-    let host_process = spec
-        .security_context
-        .as_ref()
-        .and_then(|s| s.windows_options.as_ref())
-        .and_then(|w| w.host_process)
-        .unwrap_or(false);
+    let host_process = super::host_process::pod_requested(pod);
     // Windows: hostNetwork needs a HostProcess pod (source: "Windows containers in Kubernetes",
     // networking limitations; HostProcess pods may use it since 1.26, today's behaviour).
     if spec.host_network.unwrap_or(false) && !os.supports_host_network() && !host_process && !host_network_allowed {
         return Some("hostNetwork is not supported for non-HostProcess pods on Windows nodes".into());
     }
-    if host_process {
-        return Some("HostProcess containers are not supported by the simulated Windows runtime".into());
+    if host_process && os != Os::Windows {
+        return Some("HostProcess containers are only supported on Windows nodes".into());
+    }
+    if host_process && !host_process_supported {
+        return Some(
+            "failed to create containerd sandbox: HostProcess containers are not supported by this runtime (containerd 1.6 or later is needed)".into(),
+        );
     }
     None
 }
@@ -290,11 +294,15 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
             return;
         }
         let pod = rt.pod();
-        let err = sandbox_error(kl.cfg.os, &pod, kl.net.faults().is_on("host-network-allowed")).or_else(|| {
-            match PodDns::for_pod(&pod, kl.cfg.os, kl.cfg.block) {
-                Err(e @ crate::node::dns::DnsConfigError::Unsupported { .. }) => Some(e.to_string()),
-                _ => None,
-            }
+        let err = sandbox_error(
+            kl.cfg.os,
+            &pod,
+            kl.net.faults().is_on("host-network-allowed"),
+            !kl.net.faults().is_on("hostprocess-unsupported"),
+        )
+        .or_else(|| match PodDns::for_pod(&pod, kl.cfg.os, kl.cfg.block) {
+            Err(e @ crate::node::dns::DnsConfigError::Unsupported { .. }) => Some(e.to_string()),
+            _ => None,
         });
         let Some(msg) = err else { break };
         kl.pod_event(
@@ -448,8 +456,12 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert!(sandbox_error(Os::Windows, &pod, false).unwrap().contains("hostNetwork"));
-        assert!(sandbox_error(Os::Windows, &pod, true).is_none());
-        assert!(sandbox_error(Os::Linux, &pod, false).is_none());
+        assert!(
+            sandbox_error(Os::Windows, &pod, false, true)
+                .unwrap()
+                .contains("hostNetwork")
+        );
+        assert!(sandbox_error(Os::Windows, &pod, true, true).is_none());
+        assert!(sandbox_error(Os::Linux, &pod, false, true).is_none());
     }
 }

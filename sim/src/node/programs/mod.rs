@@ -232,7 +232,7 @@ pub const BUSYBOX_APPLETS: &[&str] = &[
 
 /// Windows system programs the simulator emulates (besides cmd built-ins).
 pub const WINDOWS_PROGRAMS: &[&str] = &[
-    "ping", "ipconfig", "nslookup", "curl", "hostname", "whoami", "timeout", "findstr", "where", "tasklist",
+    "ping", "ipconfig", "nslookup", "curl", "hostname", "whoami", "timeout", "findstr", "where", "tasklist", "net",
 ];
 
 /// The lower-case base name of `argv0` without a Windows `.exe` suffix.

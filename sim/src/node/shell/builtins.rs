@@ -171,14 +171,8 @@ impl Interp {
                     self.line(io, &self.ctx.pod.hostname.clone());
                     0
                 }
-                "whoami" if self.has_applet("whoami") || self.has_windows_program("whoami") => {
-                    let u = match self.ctx.pod.os {
-                        Os::Windows => format!("user manager\\{}", self.ctx.user.to_ascii_lowercase()),
-                        Os::Linux => self.ctx.user.clone(),
-                    };
-                    self.line(io, &u);
-                    0
-                }
+                "whoami" if self.has_applet("whoami") || self.has_windows_program("whoami") => self.whoami(io),
+                "net" if self.has_windows_program("net") => self.net(&args, io),
                 "pwd" if sh_builtin => {
                     self.line(io, &self.cwd.clone());
                     0

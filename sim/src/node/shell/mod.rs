@@ -25,6 +25,7 @@ use cmd_parse::parse_cmd;
 use powershell::ps_block;
 use sh_parse::parse_sh;
 
+mod accounts;
 mod builtins;
 mod cmd_parse;
 mod interp;

@@ -352,8 +352,17 @@ async fn ps_command(it: &mut Interp, stage: &str, io: &Io) -> i32 {
                 return 1;
             };
             match it.ctx.fs.read(&it.abs(&p)) {
+                // Get-Content emits the file's lines as strings, each printed on a line of its
+                // own (a last line without a line end too); bytes that are not text as they are.
                 Ok(b) => {
-                    io.out.write(&b);
+                    match std::str::from_utf8(&b) {
+                        Ok(text) => {
+                            for line in text.lines() {
+                                io.out.write(format!("{line}\r\n").as_bytes());
+                            }
+                        }
+                        Err(_) => io.out.write(&b),
+                    }
                     0
                 }
                 Err(_) => {
@@ -471,7 +480,7 @@ async fn ps_command(it: &mut Interp, stage: &str, io: &Io) -> i32 {
                 }
             }
         }
-        "hostname" | "ipconfig" | "nslookup" | "ping" | "whoami" | "curl.exe" | "cmd" | "timeout" => {
+        "hostname" | "ipconfig" | "nslookup" | "ping" | "whoami" | "curl.exe" | "cmd" | "timeout" | "net" => {
             let argv: Vec<String> = words.clone();
             it.dialect = Dialect::Cmd;
             let c = it.command(argv, None, io).await;
