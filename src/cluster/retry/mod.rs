@@ -527,27 +527,35 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn dropped_connections_are_retried_for_gets() {
+    /// A server whose attempt `n` (0-based) ends as `answer(n)` says: a response with that
+    /// status and body, or (None) a connection reset before any answer.
+    fn counting(answer: fn(u32) -> Option<(u16, &'static str)>) -> (Client, Arc<AtomicU32>) {
         let calls = Arc::new(AtomicU32::new(0));
         let c = calls.clone();
         let svc = tower::service_fn(move |_req: Request<Body>| {
             let n = c.fetch_add(1, Ordering::SeqCst);
             async move {
-                if n == 0 {
-                    Err(std::io::Error::new(
+                match answer(n) {
+                    None => Err(std::io::Error::new(
                         std::io::ErrorKind::ConnectionReset,
                         "connection reset",
-                    ))
-                } else {
-                    Ok(Response::builder()
-                        .status(200)
-                        .body(Body::from(b"{}".to_vec()))
-                        .unwrap())
+                    )),
+                    Some((code, body)) => Ok(Response::builder()
+                        .status(code)
+                        .body(Body::from(body.as_bytes().to_vec()))
+                        .unwrap()),
                 }
             }
         });
-        let client = Client::new(Retrying::new(Client::new(svc, "default")), "default");
+        (
+            Client::new(Retrying::new(Client::new(svc, "default")), "default"),
+            calls,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_connections_are_retried_for_gets() {
+        let (client, calls) = counting(|n| (n > 0).then_some((200, "{}")));
         client.request_text(get()).await.unwrap();
         assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
@@ -570,27 +578,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_last_answer_beats_a_connection_lost_after_it() {
-        let calls = Arc::new(AtomicU32::new(0));
-        let c = calls.clone();
-        let svc = tower::service_fn(move |_req: Request<Body>| {
-            let n = c.fetch_add(1, Ordering::SeqCst);
-            async move {
-                if n == 0 {
-                    Ok(Response::builder()
-                        .status(500)
-                        .body(Body::from(
-                            br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Internal error occurred: etcdserver: request timed out","reason":"InternalError","code":500}"#.to_vec(),
-                        ))
-                        .unwrap())
-                } else {
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::ConnectionReset,
-                        "connection reset",
-                    ))
-                }
-            }
+        let (client, calls) = counting(|n| {
+            (n == 0).then_some((
+                500,
+                r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Internal error occurred: etcdserver: request timed out","reason":"InternalError","code":500}"#,
+            ))
         });
-        let client = Client::new(Retrying::new(Client::new(svc, "default")), "default");
         let err = client.request_text(get()).await.unwrap_err();
         assert!(matches!(&err, kube::Error::Api(s) if s.code == 500), "{err}");
         assert!(calls.load(Ordering::SeqCst) > 2);
