@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod apimachinery;
+pub mod apiops;
 pub mod apps;
 pub mod config;
 pub mod dns;
@@ -55,6 +56,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(security::cases());
     cases.extend(windows::cases());
     cases.extend(apimachinery::cases());
+    cases.extend(apiops::cases());
     cases
 }
 

@@ -39,10 +39,21 @@ const SYSTEM_META: &[&str] = &[
 fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Option<&str>) -> Value {
     match sub {
         Some("status") => {
-            // A status write changes status only (and never metadata beyond what the server sets).
+            // A status write changes status, and for built-in kinds the labels and annotations
+            // it carries too: their status strategies reset only spec (and, for pods, the
+            // deletion timestamp and owner references), so upstream's Ingress and Service status
+            // cases see an annotation patched through /status. A custom resource's status
+            // strategy copies the old object whole but for status.
             let mut out = old.clone();
             if let Some(s) = new.get("status") {
                 out["status"] = s.clone();
+            }
+            if def.custom.is_none() {
+                for key in ["labels", "annotations"] {
+                    if let Some(v) = new.pointer(&format!("/metadata/{key}")) {
+                        meta::meta_mut(&mut out).insert(key.into(), v.clone());
+                    }
+                }
             }
             // An apply through /status brings its managedFields; an update's are recomputed
             // from the live object's.
