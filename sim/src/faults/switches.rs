@@ -387,6 +387,18 @@ pub const SWITCHES: &[Switch] = &[
                  or stores webhook matchConditions whose CEL does not compile",
     },
     Switch {
+        name: "field-dropped",
+        arg: Arg::Value("RESOURCE:PATH"),
+        breaks: "the API server drops field PATH (dotted, such as status.message) of RESOURCE (a plural such as \
+                 pods) from every update it stores, as a server that does not know the field drops it on decoding",
+    },
+    Switch {
+        name: "impersonation-ignored",
+        arg: Arg::None,
+        breaks: "a proxy in front of the API server strips the Impersonate-* headers: requests run as the \
+                 caller instead of the user they impersonate",
+    },
+    Switch {
         name: "match-conditions-dropped",
         arg: Arg::None,
         breaks: "the API server drops webhook configurations' matchConditions on write and calls those webhooks \

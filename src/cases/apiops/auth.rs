@@ -1,11 +1,13 @@
-//! `[sig-auth]` API cases: the lifecycle and the update of a ServiceAccount (upstream
-//! test/e2e/auth/service_accounts.go) and SubjectAccessReviews checked against an impersonated
+//! `[sig-auth]` API cases: the lifecycle and the update of a ServiceAccount and a projected
+//! token volume (upstream test/e2e/auth/service_accounts.go), and SubjectAccessReviews checked against an impersonated
 //! request (upstream test/e2e/auth/subjectreviews.go).
 
 use k8s_openapi::api::authorization::v1::{
     LocalSubjectAccessReview, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ProjectedVolumeSource, ServiceAccount, ServiceAccountTokenProjection, Volume, VolumeProjection,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ObjectList, Patch, PatchParams, PostParams};
 use kube::runtime::wait::conditions::is_deleted;
@@ -15,6 +17,7 @@ use serde_json::json;
 use super::walk::update_with;
 use crate::case;
 use crate::cases::api::{delete_collection_and_check, find_in_all_namespaces};
+use crate::cases::config::{file_path, mount_path, reader};
 use crate::catalog::{Case, Kind};
 use crate::framework::{CaseError, CaseResult, Framework};
 use crate::{ensure, fail};
@@ -24,6 +27,9 @@ pub(crate) const SA_LIFECYCLE: &str =
     "[sig-auth] ServiceAccounts should run through the lifecycle of a ServiceAccount [Conformance]";
 /// Upstream service_accounts.go "should update a ServiceAccount".
 pub(crate) const SA_UPDATE: &str = "[sig-auth] ServiceAccounts should update a ServiceAccount [Conformance]";
+/// Upstream service_accounts.go "should mount projected service account token".
+pub(crate) const PROJECTED_TOKEN: &str =
+    "[sig-auth] ServiceAccounts should mount projected service account token [Conformance]";
 /// Upstream subjectreviews.go "should support SubjectReview API operations".
 pub(crate) const SUBJECT_REVIEW: &str =
     "[sig-auth] SubjectReview should support SubjectReview API operations [Conformance]";
@@ -34,6 +40,7 @@ pub(super) fn cases() -> Vec<Case> {
         case!(SA_LIFECYCLE, Kind::Adapted, sa_lifecycle),
         case!(SA_UPDATE, Kind::Adapted, sa_update),
         case!(SUBJECT_REVIEW, Kind::Adapted, subject_review),
+        case!(PROJECTED_TOKEN, Kind::Adapted, projected_token),
     ]
 }
 
@@ -119,6 +126,42 @@ async fn sa_update(f: &Framework) -> CaseResult {
         automounts(&updated),
         "ServiceAccount {name} after the update: expected automountServiceAccountToken true, got {:?}",
         updated.automount_service_account_token
+    );
+    Ok(())
+}
+
+/// Runs a pod with a projected service account token volume (path `token`, one hour) that
+/// prints the token file, and checks it printed a token (a JWT: three dot-separated parts).
+async fn projected_token(f: &Framework) -> CaseResult {
+    let volume = Volume {
+        name: "test-volume".into(),
+        projected: Some(ProjectedVolumeSource {
+            sources: Some(vec![VolumeProjection {
+                service_account_token: Some(ServiceAccountTokenProjection {
+                    path: "token".into(),
+                    expiration_seconds: Some(60 * 60),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mount = mount_path(f, "test-volume");
+    let token_path = file_path(f, &mount, "token");
+    let container =
+        reader(f, "agnhost-container", std::slice::from_ref(&token_path)).mount("test-volume", &mount, true);
+    let pod = f.pod("test-pod-projected-token").volume(volume).container(container);
+    let out = f.container_output(&pod, "agnhost-container").await?;
+    let token = out.trim();
+    let parts = token.split('.').filter(|p| !p.is_empty()).count();
+    ensure!(
+        parts == 3,
+        "pod test-pod-projected-token: expected {token_path} to hold a service account token (a JWT of three \
+         dot-separated parts), got {} bytes: {:?}",
+        token.len(),
+        token.chars().take(40).collect::<String>()
     );
     Ok(())
 }

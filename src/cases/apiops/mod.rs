@@ -12,7 +12,12 @@
 
 mod auth;
 mod core;
+mod csr;
 mod network;
+mod pv;
+mod relabel;
+mod runtimeclass;
+mod storage;
 mod walk;
 
 use std::collections::BTreeMap;
@@ -32,6 +37,10 @@ pub fn cases() -> Vec<Case> {
     let mut cases = core::cases();
     cases.extend(network::cases());
     cases.extend(auth::cases());
+    cases.extend(csr::cases());
+    cases.extend(storage::cases());
+    cases.extend(pv::cases());
+    cases.extend(runtimeclass::cases());
     cases
 }
 
@@ -47,6 +56,15 @@ where
     K::DynamicType: Default,
 {
     K::kind(&K::DynamicType::default()).to_string()
+}
+
+/// The resource name of `K` (`storageclasses`), for messages about several objects.
+fn plural_of<K>() -> String
+where
+    K: Resource,
+    K::DynamicType: Default,
+{
+    K::plural(&K::DynamicType::default()).to_string()
 }
 
 /// Creates the cluster-scoped `obj` with the run-id label, so the run's clean-up removes it if

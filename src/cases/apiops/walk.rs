@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::{CONFLICT_TRIES, kind_of};
+use super::{CONFLICT_TRIES, kind_of, plural_of};
 use crate::ensure;
 use crate::framework::{CaseError, CaseResult, Framework, RUN_ID_LABEL};
 
@@ -31,6 +31,7 @@ pub(super) struct Walk<K> {
     api: Api<K>,
     selector: String,
     kind: String,
+    plural: String,
 }
 
 /// Whether annotation `key` of `obj` is `"true"`.
@@ -49,6 +50,7 @@ where
             api,
             selector: selector.into(),
             kind: kind_of::<K>(),
+            plural: plural_of::<K>(),
         }
     }
 
@@ -133,17 +135,24 @@ where
     /// # Errors
     /// A failure naming the objects listed.
     pub(super) async fn list_expect(&self, f: &Framework, n: usize, when: &str) -> Result<Vec<K>, CaseError> {
-        f.step(format!("listing {}s with labels {}", self.kind, self.selector));
+        f.step(format!("listing {} with labels {}", self.plural, self.selector));
         let list = self.api.list(&ListParams::default().labels(&self.selector)).await?;
-        let names: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
+        // An object held by a finalizer (an ingress controller's) is listed until it lets go;
+        // upstream counts it as deleted.
+        let items: Vec<K> = list
+            .items
+            .into_iter()
+            .filter(|o| o.meta().deletion_timestamp.is_none())
+            .collect();
+        let names: Vec<String> = items.iter().map(ResourceExt::name_any).collect();
         ensure!(
             names.len() == n,
-            "listing {}s with labels {} {when}: expected {n}, got {} {names:?}",
-            self.kind,
+            "listing {} with labels {} {when}: expected {n}, got {} {names:?}",
+            self.plural,
             self.selector,
             names.len()
         );
-        Ok(list.items)
+        Ok(items)
     }
 
     /// Patches annotation [`PATCHED`] onto `name`, updates it to add [`UPDATED`], checks each
@@ -216,8 +225,8 @@ where
     /// A failure naming what remained.
     pub(super) async fn delete_all(&self, f: &Framework) -> CaseResult {
         f.step(format!(
-            "deleting the collection of {}s with labels {}",
-            self.kind, self.selector
+            "deleting the collection of {} with labels {}",
+            self.plural, self.selector
         ));
         self.api
             .delete_collection(&DeleteParams::default(), &ListParams::default().labels(&self.selector))
