@@ -118,7 +118,7 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "controller-stopped",
         arg: Arg::Value(
-            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota|nodelifecycle|disruption|clusterrole-aggregation|serviceaccount-token",
+            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota|nodelifecycle|disruption|clusterrole-aggregation|serviceaccount-token|endpointslice-mirroring",
         ),
         breaks: "that control-plane loop never runs (as if kube-controller-manager lost it)",
     },

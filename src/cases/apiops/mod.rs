@@ -13,6 +13,7 @@
 mod auth;
 mod core;
 mod csr;
+mod mirroring;
 mod network;
 mod pv;
 mod relabel;
@@ -36,6 +37,7 @@ use crate::framework::{CaseError, Framework, RUN_ID_LABEL};
 pub fn cases() -> Vec<Case> {
     let mut cases = core::cases();
     cases.extend(network::cases());
+    cases.extend(mirroring::cases());
     cases.extend(auth::cases());
     cases.extend(csr::cases());
     cases.extend(storage::cases());
