@@ -52,7 +52,7 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
         // Endpoints went away (or stopped qualifying) gets no desired state and is deleted.
         let mut by_owner: BTreeMap<(String, String), Vec<Arc<EndpointSlice>>> = BTreeMap::new();
         for s in slices.list() {
-            if s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
+            if owned_mirror(&s)
                 && s.metadata.deletion_timestamp.is_none()
                 && let Some(svc) = s.labels().get(SERVICE_NAME_LABEL)
             {
@@ -77,6 +77,19 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
             return Ok(());
         }
     }
+}
+
+/// Whether `slice` is one this controller wrote: the managed-by label and an owner reference to
+/// its Endpoints (the API server's own slice for `kubernetes` carries the label too, but no
+/// owner, and is not this controller's to delete).
+fn owned_mirror(slice: &EndpointSlice) -> bool {
+    slice.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
+        && slice
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "Endpoints" && o.controller == Some(true))
 }
 
 /// Whether `ep` is mirrored: its Service exists without a selector and it is not opted out.

@@ -74,7 +74,6 @@ fn condition(type_: &str) -> CertificateSigningRequestCondition {
 /// and delete a collection.
 async fn csr_api(f: &Framework) -> CaseResult {
     let walk = Walk::new(f.api_all::<CertificateSigningRequest>(), format!("e2e-csr={}", f.ns()));
-    walk.discover(f).await?;
     let resources = f.client().list_api_group_resources("certificates.k8s.io/v1").await?;
     let names: Vec<&str> = resources.resources.iter().map(|r| r.name.as_str()).collect();
     for sub in [
@@ -110,21 +109,16 @@ async fn csr_api(f: &Framework) -> CaseResult {
             status: None,
         })
         .collect();
-    let created = walk.create_all(f, csrs).await?;
-    let csr = &created[2];
+    let csr = walk.open(f, csrs, 2).await?;
     let name = csr.name_any();
-    let got = walk.get_same(f, csr).await?;
     ensure!(
-        got.spec.expiration_seconds == Some(EXPIRATION_SECONDS),
-        "CertificateSigningRequest {name} as read back: expected expirationSeconds {EXPIRATION_SECONDS}, got {:?}",
-        got.spec.expiration_seconds
+        csr.spec.expiration_seconds == Some(EXPIRATION_SECONDS),
+        "CertificateSigningRequest {name} as created: expected expirationSeconds {EXPIRATION_SECONDS}, got {:?}",
+        csr.spec.expiration_seconds
     );
-    walk.list_expect(f, 3, "after creating 3").await?;
-    walk.patch_update_watch(f, &name).await?;
-    approval(f, walk.api(), csr).await?;
-    status(f, walk.api(), csr, &certificate).await?;
-    walk.delete_one(f, &name, 2).await?;
-    walk.delete_all(f).await
+    approval(f, walk.api(), &csr).await?;
+    status(f, walk.api(), &csr, &certificate).await?;
+    walk.close(f, &name, 2).await
 }
 
 /// Reads `/approval`, patches it (an `ApprovalPatch` condition and an annotation), and updates

@@ -63,7 +63,6 @@ fn labelled(f: &Framework, name: &str, key: &str) -> ObjectMeta {
 /// and delete a collection.
 async fn ingressclass_api(f: &Framework) -> CaseResult {
     let walk = Walk::new(f.api_all::<IngressClass>(), format!("ingressclass={}", f.ns()));
-    walk.discover(f).await?;
     let classes = (1..=3)
         .map(|i| IngressClass {
             metadata: labelled(f, &format!("{}-ingressclass{i}", f.ns()), "ingressclass"),
@@ -73,13 +72,8 @@ async fn ingressclass_api(f: &Framework) -> CaseResult {
             }),
         })
         .collect();
-    let created = walk.create_all(f, classes).await?;
-    let first = created[0].name_any();
-    walk.get_same(f, &created[0]).await?;
-    walk.list_expect(f, 3, "after creating 3").await?;
-    walk.patch_update_watch(f, &first).await?;
-    walk.delete_one(f, &first, 2).await?;
-    walk.delete_all(f).await
+    let first = walk.open(f, classes, 0).await?.name_any();
+    walk.close(f, &first, 2).await
 }
 
 /// An Ingress `name` for host `host` with a default backend, as upstream's template.
@@ -129,16 +123,12 @@ fn ingress_lb_ips(ing: &Ingress) -> Vec<String> {
 async fn ingress_api(f: &Framework) -> CaseResult {
     let selector = format!("special-label={}", f.ns());
     let walk = Walk::new(f.api::<Ingress>(), selector.clone());
-    walk.discover(f).await?;
     let ingresses = (1..=3)
         .map(|i| ingress(f, &format!("e2e-example-ing{i}"), &format!("host{i}.bar.com")))
         .collect();
-    let created = walk.create_all(f, ingresses).await?;
-    let last = created[2].name_any();
-    walk.get_same(f, &created[2]).await?;
-    walk.list_expect(f, 3, "after creating 3").await?;
+    let created = walk.open(f, ingresses, 2).await?;
+    let last = created.name_any();
     find_in_all_namespaces::<Ingress>(f, &selector, f.ns(), &last).await?;
-    walk.patch_update_watch(f, &last).await?;
 
     f.step(format!("patching /status of Ingress {last}"));
     let api = walk.api();
@@ -175,13 +165,12 @@ async fn ingress_api(f: &Framework) -> CaseResult {
     );
     let status = api.get_status(&last).await?;
     ensure!(
-        status.uid() == created[2].uid(),
+        status.uid() == created.uid(),
         "Ingress {last} read through /status: expected uid {:?}, got {:?}",
-        created[2].uid(),
+        created.uid(),
         status.uid()
     );
-    walk.delete_one(f, &last, 2).await?;
-    walk.delete_all(f).await
+    walk.close(f, &last, 2).await
 }
 
 /// An IPv4 EndpointSlice `name` with one endpoint and an http port, as upstream's.
@@ -207,18 +196,12 @@ fn endpoint_slice(f: &Framework, name: &str) -> EndpointSlice {
 async fn endpointslice_api(f: &Framework) -> CaseResult {
     let selector = format!("special-label={}", f.ns());
     let walk = Walk::new(f.api::<EndpointSlice>(), selector.clone());
-    walk.discover(f).await?;
     let slices = (1..=3)
         .map(|i| endpoint_slice(f, &format!("e2e-example-ing{i}")))
         .collect();
-    let created = walk.create_all(f, slices).await?;
-    let first = created[0].name_any();
-    walk.get_same(f, &created[0]).await?;
-    walk.list_expect(f, 3, "after creating 3").await?;
+    let first = walk.open(f, slices, 0).await?.name_any();
     find_in_all_namespaces::<EndpointSlice>(f, &selector, f.ns(), &first).await?;
-    walk.patch_update_watch(f, &first).await?;
-    walk.delete_one(f, &first, 2).await?;
-    walk.delete_all(f).await
+    walk.close(f, &first, 2).await
 }
 
 /// The load-balancer IPs of a Service's status.

@@ -11,12 +11,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::relabel::confirm_deleted;
+use super::relabel::{confirm_deleted, patch_label, update_label};
 use super::update_status;
-use super::walk::update_with;
 use crate::case;
 use crate::cases::api::find_in_all_namespaces;
 use crate::catalog::{Case, Kind};
@@ -100,32 +99,6 @@ async fn create_pair(
     Ok((pv, claim))
 }
 
-/// Patches label `<name>=patched` onto `name` and checks the answer (the label, and a resource
-/// version above `before`'s).
-async fn patch_label<K>(f: &Framework, api: &Api<K>, before: &K) -> Result<K, CaseError>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
-    K::DynamicType: Default,
-{
-    let kind = super::kind_of::<K>();
-    let name = before.name_any();
-    f.step(format!("patching {kind} {name}"));
-    let patch = json!({"metadata": {"labels": {name.as_str(): "patched"}}});
-    let patched = api
-        .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await?;
-    let rv = |o: &K| o.resource_version().and_then(|v| v.parse::<u128>().ok());
-    ensure!(
-        patched.labels().get(&name).map(String::as_str) == Some("patched") && rv(&patched) > rv(before),
-        "{kind} {name} after the patch: expected label {name}=patched and a resource version above {:?}, got \
-         labels {:?} and resource version {:?}",
-        before.resource_version(),
-        patched.labels(),
-        patched.resource_version()
-    );
-    Ok(patched)
-}
-
 /// Creates a PV and a claim, lists, patches and reads both, deletes the claim and then the PV
 /// (confirming each is gone); then recreates them, updates a label on each, finds the claim in
 /// all namespaces, and deletes both by collection.
@@ -157,28 +130,8 @@ async fn pv_lifecycle(f: &Framework) -> CaseResult {
 
     let (pv, claim) = create_pair(f, "pv2", &format!("{ns}-inline-driver")).await?;
     let (pv_name, claim_name) = (pv.name_any(), claim.name_any());
-    let pv_updated = |o: &PersistentVolume| o.labels().get(&pv_name).map(String::as_str) == Some("updated");
-    let got = update_with(f, &pvs, &pv_name, pv_updated, |o| {
-        o.labels_mut().insert(pv_name.clone(), "updated".into());
-        Ok(())
-    })
-    .await?;
-    ensure!(
-        pv_updated(&got),
-        "PV {pv_name} after the update: expected label {pv_name}=updated, got {:?}",
-        got.labels()
-    );
-    let claim_updated = |o: &PersistentVolumeClaim| o.labels().get(&claim_name).map(String::as_str) == Some("updated");
-    let got = update_with(f, &claims, &claim_name, claim_updated, |o| {
-        o.labels_mut().insert(claim_name.clone(), "updated".into());
-        Ok(())
-    })
-    .await?;
-    ensure!(
-        claim_updated(&got),
-        "PVC {claim_name} after the update: expected label {claim_name}=updated, got {:?}",
-        got.labels()
-    );
+    update_label(f, &pvs, &pv_name, &pv_name).await?;
+    update_label(f, &claims, &claim_name, &claim_name).await?;
     let claim_selector = format!("{claim_name}=updated");
     find_in_all_namespaces::<PersistentVolumeClaim>(f, &claim_selector, ns, &claim_name).await?;
     f.step("deleting the PVC and the PV by collection");

@@ -51,6 +51,60 @@ where
     Ok(())
 }
 
+/// Patches label `<name>=patched` onto `before` and checks the answer (the label, and a
+/// resource version above `before`'s: upstream's "patched object should have a larger resource
+/// version").
+///
+/// # Errors
+/// A failure naming the labels and resource version seen.
+pub(super) async fn patch_label<K>(f: &Framework, api: &Api<K>, before: &K) -> Result<K, CaseError>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let kind = kind_of::<K>();
+    let name = before.name_any();
+    f.step(format!("patching {kind} {name}"));
+    let patch = json!({"metadata": {"labels": {name.as_str(): "patched"}}});
+    let patched = api
+        .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await?;
+    ensure!(
+        patched.labels().get(&name).map(String::as_str) == Some("patched") && rv_number(&patched) > rv_number(before),
+        "{kind} {name} after the patch: expected label {name}=patched and a resource version above {:?}, got \
+         labels {:?} and resource version {:?}",
+        before.resource_version(),
+        patched.labels(),
+        patched.resource_version()
+    );
+    Ok(patched)
+}
+
+/// Updates `name` to carry label `<key>=updated` (upstream's update step of these lifecycles)
+/// and checks the answer.
+///
+/// # Errors
+/// A failure naming the labels seen.
+pub(super) async fn update_label<K>(f: &Framework, api: &Api<K>, name: &str, key: &str) -> CaseResult
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let has_label = |o: &K| o.labels().get(key).map(String::as_str) == Some("updated");
+    let updated = update_with(f, api, name, has_label, |o: &mut K| {
+        o.labels_mut().insert(key.to_string(), "updated".into());
+        Ok(())
+    })
+    .await?;
+    ensure!(
+        has_label(&updated),
+        "{} {name} after the update: expected label {key}=updated, got labels {:?}",
+        kind_of::<K>(),
+        updated.labels()
+    );
+    Ok(())
+}
+
 /// Creates `first`, reads it back, patches label `<name>=patched` (checking the resource
 /// version grew), lists it by that label, deletes it and confirms it is gone; then creates
 /// `replacements`, updates each with label `<first replacement's name>=updated`, lists them by
@@ -81,19 +135,7 @@ where
         got.uid()
     );
 
-    f.step(format!("patching {kind} {name}"));
-    let patch = json!({"metadata": {"labels": {name.as_str(): "patched"}}});
-    let patched = api
-        .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await?;
-    let label = patched.labels().get(&name).cloned();
-    ensure!(
-        label.as_deref() == Some("patched") && rv_number(&patched) > rv_number(&got),
-        "{kind} {name} after the patch: expected label {name}=patched and a resource version above {:?}, got \
-         label {label:?} and resource version {:?}",
-        got.resource_version(),
-        patched.resource_version()
-    );
+    patch_label(f, &api, &got).await?;
     let patched_selector = format!("{name}=patched");
     let listed = api.list(&ListParams::default().labels(&patched_selector)).await?;
     ensure!(
@@ -111,18 +153,7 @@ where
     let updated_selector = format!("{key}=updated");
     for replacement in &replacements {
         let stored = create_cluster_scoped(f, replacement).await?;
-        let rname = stored.name_any();
-        let has_label = |o: &K| o.labels().get(&key).map(String::as_str) == Some("updated");
-        let updated = update_with(f, &api, &rname, has_label, |o: &mut K| {
-            o.labels_mut().insert(key.clone(), "updated".into());
-            Ok(())
-        })
-        .await?;
-        ensure!(
-            has_label(&updated),
-            "{kind} {rname} after the update: expected label {key}=updated, got labels {:?}",
-            updated.labels()
-        );
+        update_label(f, &api, &stored.name_any(), &key).await?;
     }
     let listed = api.list(&ListParams::default().labels(&updated_selector)).await?;
     ensure!(

@@ -15,8 +15,8 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::relabel::{confirm_deleted, label_lifecycle};
-use super::walk::{Walk, update_with};
+use super::relabel::{confirm_deleted, label_lifecycle, patch_label, update_label};
+use super::walk::Walk;
 use super::{create_cluster_scoped, update_status};
 use crate::case;
 use crate::cases::api::find_in_all_namespaces;
@@ -213,27 +213,8 @@ async fn csidriver_lifecycle(f: &Framework) -> CaseResult {
         );
     }
     let name = second.name_any();
-    f.step(format!("patching CSIDriver {name}"));
-    let patch = json!({"metadata": {"labels": {name.as_str(): "patched"}}});
-    let patched = api
-        .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await?;
-    ensure!(
-        patched.labels().get(&name).map(String::as_str) == Some("patched"),
-        "CSIDriver {name} after the patch: expected label {name}=patched, got {:?}",
-        patched.labels()
-    );
-    let has_updated = |d: &CSIDriver| d.labels().get(&name).map(String::as_str) == Some("updated");
-    let updated = update_with(f, &api, &name, has_updated, |d: &mut CSIDriver| {
-        d.labels_mut().insert(name.clone(), "updated".into());
-        Ok(())
-    })
-    .await?;
-    ensure!(
-        has_updated(&updated),
-        "CSIDriver {name} after the update: expected label {name}=updated, got {:?}",
-        updated.labels()
-    );
+    patch_label(f, &api, &second).await?;
+    update_label(f, &api, &name, &name).await?;
     let selector = format!("e2e-test={}", f.ns());
     let listed = api.list(&ListParams::default().labels(&selector)).await?;
     ensure!(
@@ -275,13 +256,10 @@ fn capacity(f: &Framework, i: usize) -> CSIStorageCapacity {
 async fn capacity_api(f: &Framework) -> CaseResult {
     let selector = format!("test={}", f.ns());
     let walk = Walk::new(f.api::<CSIStorageCapacity>(), selector.clone());
-    walk.discover(f).await?;
-    let created = walk.create_all(f, (1..=3).map(|i| capacity(f, i)).collect()).await?;
-    let first = created[0].name_any();
-    walk.get_same(f, &created[0]).await?;
-    walk.list_expect(f, 3, "after creating 3").await?;
+    let first = walk
+        .open(f, (1..=3).map(|i| capacity(f, i)).collect(), 0)
+        .await?
+        .name_any();
     find_in_all_namespaces::<CSIStorageCapacity>(f, &selector, f.ns(), &first).await?;
-    walk.patch_update_watch(f, &first).await?;
-    walk.delete_one(f, &first, 2).await?;
-    walk.delete_all(f).await
+    walk.close(f, &first, 2).await
 }

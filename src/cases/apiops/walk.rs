@@ -64,7 +64,7 @@ where
     ///
     /// # Errors
     /// A failure naming what discovery listed instead.
-    pub(super) async fn discover(&self, f: &Framework) -> CaseResult {
+    async fn discover(&self, f: &Framework) -> CaseResult {
         let dt = K::DynamicType::default();
         let (group, version, plural) = (K::group(&dt), K::version(&dt), K::plural(&dt));
         let client = f.client();
@@ -93,7 +93,7 @@ where
     ///
     /// # Errors
     /// The API's refusal, naming the object.
-    pub(super) async fn create_all(&self, f: &Framework, objs: Vec<K>) -> Result<Vec<K>, CaseError> {
+    async fn create_all(&self, f: &Framework, objs: Vec<K>) -> Result<Vec<K>, CaseError> {
         let mut created = Vec::new();
         for mut obj in objs {
             obj.meta_mut()
@@ -116,7 +116,7 @@ where
     ///
     /// # Errors
     /// A failure naming both uids.
-    pub(super) async fn get_same(&self, f: &Framework, created: &K) -> Result<K, CaseError> {
+    async fn get_same(&self, f: &Framework, created: &K) -> Result<K, CaseError> {
         let name = created.name_any();
         f.step(format!("getting {} {name}", self.kind));
         let got = self.api.get(&name).await?;
@@ -134,7 +134,7 @@ where
     ///
     /// # Errors
     /// A failure naming the objects listed.
-    pub(super) async fn list_expect(&self, f: &Framework, n: usize, when: &str) -> Result<Vec<K>, CaseError> {
+    async fn list_expect(&self, f: &Framework, n: usize, when: &str) -> Result<Vec<K>, CaseError> {
         f.step(format!("listing {} with labels {}", self.plural, self.selector));
         let list = self.api.list(&ListParams::default().labels(&self.selector)).await?;
         // An object held by a finalizer (an ingress controller's) is listed until it lets go;
@@ -160,7 +160,7 @@ where
     ///
     /// # Errors
     /// A failure naming the annotations seen after the step that lost them.
-    pub(super) async fn patch_update_watch(&self, f: &Framework, name: &str) -> Result<K, CaseError> {
+    async fn patch_update_watch(&self, f: &Framework, name: &str) -> Result<K, CaseError> {
         f.step(format!("patching {} {name}", self.kind));
         let patch = json!({"metadata": {"annotations": {PATCHED: "true"}}});
         let patched = self
@@ -201,11 +201,42 @@ where
         seen.ok_or_else(|| CaseError::failed(format!("{} {name} was seen annotated but not returned", self.kind)))
     }
 
+    /// The first half of every walk: discovery, `objs` created, the one at `pick` read back,
+    /// all of them listed, and that one patched, updated and watched. Returns it as created.
+    ///
+    /// # Errors
+    /// A failure naming the step whose answer was wrong.
+    pub(super) async fn open(&self, f: &Framework, objs: Vec<K>, pick: usize) -> Result<K, CaseError> {
+        self.discover(f).await?;
+        let n = objs.len();
+        let created = self.create_all(f, objs).await?;
+        let Some(picked) = created.get(pick).cloned() else {
+            return Err(CaseError::failed(format!(
+                "the walk over {} picks object {pick} of {n}",
+                self.plural
+            )));
+        };
+        self.get_same(f, &picked).await?;
+        self.list_expect(f, n, &format!("after creating {n}")).await?;
+        self.patch_update_watch(f, &picked.name_any()).await?;
+        Ok(picked)
+    }
+
+    /// The end of every walk: `name` deleted (a get answers 404), `left` objects still listed,
+    /// then all of them deleted as one collection.
+    ///
+    /// # Errors
+    /// A failure naming what was still there.
+    pub(super) async fn close(&self, f: &Framework, name: &str, left: usize) -> CaseResult {
+        self.delete_one(f, name, left).await?;
+        self.delete_all(f).await
+    }
+
     /// Deletes `name`, checks a get answers 404, and that `left` objects remain listed.
     ///
     /// # Errors
     /// A failure naming what was still there.
-    pub(super) async fn delete_one(&self, f: &Framework, name: &str, left: usize) -> CaseResult {
+    async fn delete_one(&self, f: &Framework, name: &str, left: usize) -> CaseResult {
         f.step(format!("deleting {} {name}", self.kind));
         self.api.delete(name, &DeleteParams::default()).await?;
         if let Some(still) = self.api.get_opt(name).await? {
@@ -223,7 +254,7 @@ where
     ///
     /// # Errors
     /// A failure naming what remained.
-    pub(super) async fn delete_all(&self, f: &Framework) -> CaseResult {
+    async fn delete_all(&self, f: &Framework) -> CaseResult {
         f.step(format!(
             "deleting the collection of {} with labels {}",
             self.plural, self.selector
