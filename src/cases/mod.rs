@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod apimachinery;
+pub mod apiops;
 pub mod apps;
 pub mod config;
 pub mod dns;
@@ -57,6 +58,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(windows::cases());
     cases.extend(hostprocess::cases());
     cases.extend(apimachinery::cases());
+    cases.extend(apiops::cases());
     cases
 }
 

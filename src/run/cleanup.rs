@@ -84,7 +84,8 @@ impl fmt::Display for CleanupReport {
 }
 
 /// Deletes the cluster-scoped objects with the run-id label that cases create and remove
-/// themselves (webhook configurations, CustomResourceDefinitions, PriorityClasses): a case cut
+/// themselves (webhook configurations, CustomResourceDefinitions, PriorityClasses, and the
+/// API-operations cases' IngressClasses, RuntimeClasses, CSRs and storage objects): a case cut
 /// off by its timeout or an interrupt never reaches its own clean-up, and a webhook
 /// configuration left behind would go on judging requests. A kind the cluster does not serve
 /// (404) has nothing to delete.
@@ -113,7 +114,21 @@ async fn delete_cluster_scoped(client: &Client, selector: &str) -> Result<(), Er
     sweep::<ValidatingWebhookConfiguration>(client, selector).await?;
     sweep::<MutatingWebhookConfiguration>(client, selector).await?;
     sweep::<CustomResourceDefinition>(client, selector).await?;
-    sweep::<PriorityClass>(client, selector).await
+    sweep::<PriorityClass>(client, selector).await?;
+    // The cluster-scoped kinds of the API-operations cases (`cases::apiops`).
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    use k8s_openapi::api::core::v1::PersistentVolume;
+    use k8s_openapi::api::networking::v1::IngressClass;
+    use k8s_openapi::api::node::v1::RuntimeClass;
+    use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass, VolumeAttachment};
+    sweep::<IngressClass>(client, selector).await?;
+    sweep::<RuntimeClass>(client, selector).await?;
+    sweep::<CertificateSigningRequest>(client, selector).await?;
+    sweep::<StorageClass>(client, selector).await?;
+    sweep::<CSIDriver>(client, selector).await?;
+    sweep::<CSINode>(client, selector).await?;
+    sweep::<VolumeAttachment>(client, selector).await?;
+    sweep::<PersistentVolume>(client, selector).await
 }
 
 /// Deletes every namespace matching `selector` and waits (on a watch) until all are gone.

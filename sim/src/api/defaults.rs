@@ -90,6 +90,13 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
                 set(spec, "volumeMode", json!("Filesystem"));
             }
         }
+        ("", "persistentvolumes") => {
+            // SetDefaults_PersistentVolume.
+            if let Some(spec) = obj.get_mut("spec") {
+                set(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+                set(spec, "volumeMode", json!("Filesystem"));
+            }
+        }
         ("apps", "deployments") => {
             let spec = child(obj, "spec");
             set(spec, "replicas", json!(1));

@@ -16,6 +16,7 @@ pub mod events;
 mod gc;
 mod informer;
 mod job;
+mod mirroring;
 mod namespace;
 mod nodelifecycle;
 mod plane;

@@ -51,11 +51,13 @@ pub enum Component {
     ClusterRoleAggregation,
     /// Fills legacy ServiceAccount token Secrets and deletes those of deleted accounts.
     ServiceAccountToken,
+    /// Mirrors user-managed Endpoints of selectorless Services into EndpointSlices.
+    EndpointSliceMirroring,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Component; 16] = [
+    pub const ALL: [Component; 17] = [
         Component::Scheduler,
         Component::Namespace,
         Component::ServiceAccount,
@@ -72,6 +74,7 @@ impl Component {
         Component::Disruption,
         Component::ClusterRoleAggregation,
         Component::ServiceAccountToken,
+        Component::EndpointSliceMirroring,
     ];
 
     /// The name the `controller-stopped=NAME` fault switch uses for this loop.
@@ -93,6 +96,7 @@ impl Component {
             Component::Disruption => "disruption",
             Component::ClusterRoleAggregation => "clusterrole-aggregation",
             Component::ServiceAccountToken => "serviceaccount-token",
+            Component::EndpointSliceMirroring => "endpointslice-mirroring",
         }
     }
 
@@ -116,6 +120,7 @@ impl Component {
             Component::Disruption => "controllermanager",
             Component::ClusterRoleAggregation => "clusterrole-aggregation-controller",
             Component::ServiceAccountToken => "serviceaccount-token-controller",
+            Component::EndpointSliceMirroring => "endpointslice-mirroring-controller",
         }
     }
 }
@@ -278,6 +283,7 @@ pub async fn start(client: kube::Client, cfg: ControlConfig, cancel: Cancellatio
             Component::Disruption => spawn(component, super::disruption::run(c)),
             Component::ClusterRoleAggregation => spawn(component, super::clusterroleaggregation::run(c)),
             Component::ServiceAccountToken => spawn(component, super::tokens::run(c)),
+            Component::EndpointSliceMirroring => spawn(component, super::mirroring::run(c)),
         };
         tasks.push((component, task));
     }

@@ -118,7 +118,7 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "controller-stopped",
         arg: Arg::Value(
-            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota|nodelifecycle|disruption|clusterrole-aggregation|serviceaccount-token",
+            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota|nodelifecycle|disruption|clusterrole-aggregation|serviceaccount-token|endpointslice-mirroring",
         ),
         breaks: "that control-plane loop never runs (as if kube-controller-manager lost it)",
     },
@@ -390,6 +390,18 @@ pub const SWITCHES: &[Switch] = &[
         arg: Arg::Value("config-keys|immutable|match-conditions"),
         breaks: "the API server stops validating ConfigMap/Secret data keys, lets immutable ConfigMaps/Secrets change, \
                  or stores webhook matchConditions whose CEL does not compile",
+    },
+    Switch {
+        name: "field-dropped",
+        arg: Arg::Value("RESOURCE:PATH"),
+        breaks: "the API server drops field PATH (dotted, such as status.message) of RESOURCE (a plural such as \
+                 pods) from every update it stores, as a server that does not know the field drops it on decoding",
+    },
+    Switch {
+        name: "impersonation-ignored",
+        arg: Arg::None,
+        breaks: "a proxy in front of the API server strips the Impersonate-* headers: requests run as the \
+                 caller instead of the user they impersonate",
     },
     Switch {
         name: "match-conditions-dropped",

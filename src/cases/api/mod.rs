@@ -44,7 +44,12 @@ where
 ///
 /// # Errors
 /// A failure naming what the list held when `ns/name` is not in it.
-async fn find_in_all_namespaces<K>(f: &Framework, selector: &str, ns: &str, name: &str) -> Result<K, CaseError>
+pub(crate) async fn find_in_all_namespaces<K>(
+    f: &Framework,
+    selector: &str,
+    ns: &str,
+    name: &str,
+) -> Result<K, CaseError>
 where
     K: Resource + Clone + Debug + DeserializeOwned,
     K::DynamicType: Default,
@@ -69,7 +74,7 @@ where
 }
 
 /// Names of the `K`s of the case namespace that match `selector`.
-async fn names_in_ns<K>(f: &Framework, selector: &str) -> Result<Vec<String>, CaseError>
+pub(crate) async fn names_in_ns<K>(f: &Framework, selector: &str) -> Result<Vec<String>, CaseError>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
     K::DynamicType: Default,
@@ -83,7 +88,7 @@ where
 ///
 /// Upstream's "delete a collection" cases (core and events.k8s.io events, ConfigMaps,
 /// LimitRanges) all end this way.
-async fn delete_collection_and_check<K>(f: &Framework, selector: &str, expected: &[String]) -> CaseResult
+pub(crate) async fn delete_collection_and_check<K>(f: &Framework, selector: &str, expected: &[String]) -> CaseResult
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
     K::DynamicType: Default,

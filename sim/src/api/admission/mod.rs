@@ -70,6 +70,10 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
             allocate(st, obj, None)?;
             obj["status"] = json!({"loadBalancer": {}});
         }
+        // The PV and PVC strategies reset status on create; the phase reads back Pending
+        // (the volume strategy sets it, the claim's is defaulted on decoding) until the PV
+        // controller binds or releases them.
+        ("", "persistentvolumes" | "persistentvolumeclaims") => obj["status"] = json!({"phase": "Pending"}),
         ("batch", "jobs") => job_selector(obj),
         ("", "nodes") => {}
         ("certificates.k8s.io", "certificatesigningrequests") => csr_requestor(obj),

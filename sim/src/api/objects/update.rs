@@ -35,14 +35,50 @@ const SYSTEM_META: &[&str] = &[
     "selfLink",
 ];
 
+/// `field-dropped=RESOURCE:PATH`: the stored object loses field PATH (dotted, `status.message`)
+/// of RESOURCE on every update, as a server that does not know the field drops it on decoding.
+fn drop_faulted_fields(st: &AppState, def: &ResourceDef, obj: &mut Value) {
+    for value in st.cfg.faults.values("field-dropped") {
+        let Some((resource, path)) = value.split_once(':') else {
+            continue;
+        };
+        if resource != def.plural {
+            continue;
+        }
+        let (parent, field) = match path.rsplit_once('.') {
+            Some((parent, field)) => (format!("/{}", parent.replace('.', "/")), field),
+            None => (String::new(), path),
+        };
+        if let Some(m) = obj.pointer_mut(&parent).and_then(Value::as_object_mut) {
+            m.remove(field);
+        }
+    }
+}
+
+/// Copies the labels and annotations a subresource write sent into the object it stores.
+fn keep_sent_labels(sent: &Value, out: &mut Value) {
+    for key in ["labels", "annotations"] {
+        if let Some(v) = sent.pointer(&format!("/metadata/{key}")) {
+            meta::meta_mut(out).insert(key.into(), v.clone());
+        }
+    }
+}
+
 /// Builds the object an update stores from the old one and what the client sent.
 fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Option<&str>) -> Value {
     match sub {
         Some("status") => {
-            // A status write changes status only (and never metadata beyond what the server sets).
+            // A status write changes status, and for built-in kinds the labels and annotations
+            // it carries too: their status strategies reset only spec (and, for pods, the
+            // deletion timestamp and owner references), so upstream's Ingress and Service status
+            // cases see an annotation patched through /status. A custom resource's status
+            // strategy copies the old object whole but for status.
             let mut out = old.clone();
             if let Some(s) = new.get("status") {
                 out["status"] = s.clone();
+            }
+            if def.custom.is_none() {
+                keep_sent_labels(&new, &mut out);
             }
             // An apply through /status brings its managedFields; an update's are recomputed
             // from the live object's.
@@ -65,6 +101,9 @@ fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Opti
                 }
             }
             out["status"]["conditions"] = conds;
+            // Its metadata goes through as for /status: upstream's CSR approval case sees an
+            // annotation patched through /approval.
+            keep_sent_labels(&new, &mut out);
             out
         }
         _ => {
@@ -137,6 +176,7 @@ pub async fn commit(
     }
     let mut new = merge_system_fields(def, old, new, sub);
     meta::drop_nulls(&mut new);
+    drop_faulted_fields(st, def, &mut new);
     // Mutating webhooks see the decoded, defaulted object; validating ones the object as it
     // will be stored, after the built-in admission and validation.
     let mut attrs = Attributes::new(def, Operation::Update, &ns, &name);
