@@ -21,7 +21,7 @@ use super::informer::{Informer, Requeue, reconcile_each};
 use super::plane::{Component, Ctx};
 use super::replicaset::claim_pods;
 use super::util::{generate_name_prefix, is_ready, owner_ref, phase, pod_from_template, set_condition};
-use super::writes::{create_owned_pod, delete_owned_pod, patch_status};
+use super::writes::{create_owned_pod, delete_owned_pod, patch_status_at};
 
 /// The annotation and label carrying an Indexed Job pod's index.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -353,7 +353,8 @@ async fn sync(
         }
     });
     if differs {
-        patch_status(&api, &name, desired, || format!("job {ns}/{name}")).await?;
+        let rv = job.metadata.resource_version.as_deref();
+        patch_status_at(&api, &name, rv, desired, || format!("job {ns}/{name}")).await?;
     }
     Ok(())
 }

@@ -6,9 +6,13 @@
 //! API server whose write path loses writes (the `writes-lost` fault switch of the simulator).
 
 mod apps;
+mod batch;
 mod events;
 mod lifecycle;
+mod ops;
+mod pdb;
 mod service_accounts;
+mod workloads;
 
 use std::fmt::Debug;
 
@@ -27,6 +31,9 @@ pub fn cases() -> Vec<Case> {
     cases.extend(lifecycle::cases());
     cases.extend(service_accounts::cases());
     cases.extend(apps::cases());
+    cases.extend(workloads::cases());
+    cases.extend(batch::cases());
+    cases.extend(pdb::cases());
     cases
 }
 
