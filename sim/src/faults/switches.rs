@@ -404,6 +404,12 @@ pub const SWITCHES: &[Switch] = &[
                  ConfigMap, and a deleted or edited one is never restored",
     },
     Switch {
+        name: "eviction-budget-ignored",
+        arg: Arg::None,
+        breaks: "the pods/eviction subresource deletes the pod without consulting its PodDisruptionBudget \
+                 (never 429 with the DisruptionBudget cause), as a plain DELETE would",
+    },
+    Switch {
         name: "writes-lost",
         arg: Arg::Value("RESOURCE/VERB"),
         breaks: "the API server acknowledges VERB (patch, update or deletecollection) on RESOURCE (a plural \

@@ -150,7 +150,13 @@ where
 
     f.step(format!("updating the {kind} status"));
     let update = json!({"type": "StatusUpdate", "status": "True", "reason": "E2E", "message": "Set from e2e test"});
-    update_status_retrying(&api, name, |obj: &mut K| push_condition(obj, &update)).await?;
+    let answered = update_status_retrying(&api, name, |obj: &mut K| push_condition(obj, &update)).await?;
+    crate::ensure!(
+        has_condition(&answered, "StatusUpdate", &update),
+        "{kind} {name} after the update of /status: expected condition StatusUpdate=True (reason E2E) in \
+         the answer, got {:?}",
+        conditions_of(&answered)
+    );
     let want = update.clone();
     f.wait_for(
         &api,
@@ -162,8 +168,14 @@ where
 
     f.step(format!("patching the {kind} status"));
     let patch = json!({"status": {"conditions": [{"type": "StatusPatched", "status": "True"}]}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+    let answered = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
+    crate::ensure!(
+        has_condition(&answered, "StatusPatched", &json!({"status": "True"})),
+        "{kind} {name} after the patch of /status: expected condition StatusPatched=True in the answer, got {:?}",
+        conditions_of(&answered)
+    );
     f.wait_for(
         &api,
         name,
@@ -182,7 +194,10 @@ mod tests {
 
     #[test]
     fn a_pushed_condition_is_found_with_its_fields() {
-        let mut ss = StatefulSet::default();
+        let mut ss = StatefulSet {
+            status: Some(Default::default()),
+            ..Default::default()
+        };
         assert!(!has_condition(&ss, "StatusUpdate", &json!({})));
         push_condition(
             &mut ss,

@@ -121,10 +121,16 @@ async fn rs_replace_patch(f: &Framework) -> CaseResult {
     let patched = api
         .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
         .await?;
+    let replicas = patched.spec.as_ref().and_then(|s| s.replicas);
     ensure!(
-        patched.resource_version() != created.resource_version(),
-        "the patch of ReplicaSet {name} kept resourceVersion {:?}",
-        created.resource_version()
+        patched.resource_version() != created.resource_version()
+            && patched.labels().get("test-rs").map(String::as_str) == Some("patched")
+            && replicas == Some(3),
+        "the patch of ReplicaSet {name} answered resourceVersion {:?} (created at {:?}), labels {:?} and \
+         {replicas:?} replicas; expected a newer resourceVersion, test-rs=patched and 3 replicas",
+        patched.resource_version(),
+        created.resource_version(),
+        patched.labels()
     );
     let pause = f.image("pause", f.target_os())?;
     f.wait_for(
