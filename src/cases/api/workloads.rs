@@ -392,8 +392,16 @@ async fn deployment_lifecycle(f: &Framework) -> CaseResult {
     let mut patch = template_patch(f, name, "pause", 2)?;
     patch["metadata"] = json!({"labels": {"test-deployment": "patched"}});
     patch["spec"]["replicas"] = json!(1);
-    api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+    let patched = api
+        .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
         .await?;
+    let replicas = patched.spec.as_ref().and_then(|s| s.replicas);
+    ensure!(
+        patched.labels().get("test-deployment").map(String::as_str) == Some("patched") && replicas == Some(1),
+        "the patch of Deployment {name} answered labels {:?} and {replicas:?} replicas; expected \
+         test-deployment=patched and 1 replica",
+        patched.labels()
+    );
     wait_deployment_settled(f, name, 1, "pause").await?;
     find_in_all_namespaces::<Deployment>(f, static_label, f.ns(), name).await?;
 
@@ -405,6 +413,8 @@ async fn deployment_lifecycle(f: &Framework) -> CaseResult {
             s.replicas = Some(2);
             if let Some(c) = s.template.spec.as_mut().and_then(|p| p.containers.first_mut()) {
                 c.image = Some(httpd.clone());
+                // The agnhost `pause` argument would make httpd run `pause` instead of its server.
+                c.args = None;
             }
         }
     })
