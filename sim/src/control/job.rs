@@ -293,7 +293,7 @@ async fn sync(
                         } else {
                             None
                         };
-                        create_pod(recorder, pods, job, &pod_api, index).await?;
+                        create_pod(ctx, recorder, pods, job, &pod_api, index).await?;
                     }
                 }
             }
@@ -360,6 +360,7 @@ async fn sync(
 }
 
 async fn create_pod(
+    ctx: &Ctx,
     recorder: &Recorder,
     pods: &Informer<Pod>,
     job: &Job,
@@ -391,7 +392,11 @@ async fn create_pod(
             .get_or_insert_default()
             .insert(COMPLETION_INDEX.into(), i.to_string());
         if let Some(ps) = pod.spec.as_mut() {
-            ps.hostname = Some(format!("{name}-{i}"));
+            // `job-index-hostname-dropped`: a controller from before Indexed Jobs named their
+            // pods' hosts after the index.
+            if !ctx.cfg.faults.is_on("job-index-hostname-dropped") {
+                ps.hostname = Some(format!("{name}-{i}"));
+            }
             for c in ps.containers.iter_mut().chain(ps.init_containers.iter_mut().flatten()) {
                 c.env.get_or_insert_default().push(EnvVar {
                     name: "JOB_COMPLETION_INDEX".into(),

@@ -205,6 +205,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the Job controller never applies backoffLimit: failed pods are replaced forever",
     },
     Switch {
+        name: "job-index-hostname-dropped",
+        arg: Arg::None,
+        breaks: "the Job controller leaves spec.hostname of an Indexed Job's pods unset (instead of \
+                 JOB-INDEX), so they are not addressable by index",
+    },
+    Switch {
         name: "job-completions-ignored",
         arg: Arg::None,
         breaks: "the Job controller treats every Job as a work queue: it completes once a pod succeeds and none runs",

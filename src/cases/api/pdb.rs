@@ -121,7 +121,8 @@ async fn pdb_collection(f: &Framework) -> CaseResult {
     let namespaces: Api<Namespace> = f.api_all();
     let second = Namespace {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{}-2-", f.ns())),
+            // A fixed name, so a create whose answer was lost can be sent again.
+            name: Some(format!("{}-2", f.ns())),
             labels: Some(namespace_labels(&f.run().run_id, f.case_name())),
             ..Default::default()
         },
@@ -272,14 +273,29 @@ async fn pdb_status(f: &Framework) -> CaseResult {
     Ok(())
 }
 
+/// How many times an eviction whose answer was lost (a 5xx, a cut connection) is sent again.
+const EVICTION_TRIES: usize = 3;
+
 /// Evicts `pod`; `Ok(None)` when the API refused with the `DisruptionBudget` cause, `Ok(Some(()))`
 /// when it was evicted.
+///
+/// An eviction is not replayed by the retrying client (it is a POST of a subresource), so an
+/// answer lost to a transient fault is sent again here: a pod that the first attempt evicted
+/// then answers 404 (or is already terminating, which a budget no longer protects).
 async fn evict(f: &Framework, pod: &str) -> Result<Option<()>, CaseError> {
     f.step(format!("evicting pod {pod}"));
-    match f.api::<Pod>().evict(pod, &EvictParams::default()).await {
-        Ok(_) => Ok(Some(())),
-        Err(kube::Error::Api(s)) if s.code == 429 && s.message.contains("disruption budget") => Ok(None),
-        Err(e) => Err(CaseError::from(e).context(format!("evicting pod {pod}"))),
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match f.api::<Pod>().evict(pod, &EvictParams::default()).await {
+            Ok(_) => return Ok(Some(())),
+            Err(kube::Error::Api(s)) if s.code == 429 && s.message.contains("disruption budget") => return Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 404 && tries > 1 => return Ok(Some(())),
+            Err(kube::Error::Api(s)) if s.code >= 500 && tries < EVICTION_TRIES => {}
+            Err(kube::Error::HyperError(_) | kube::Error::Service(_)) if tries < EVICTION_TRIES => {}
+            Err(e) => return Err(CaseError::from(e).context(format!("evicting pod {pod}"))),
+        }
+        tracing::debug!(pod, tries, "eviction answer lost; sending it again");
     }
 }
 
