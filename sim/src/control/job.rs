@@ -21,7 +21,7 @@ use super::informer::{Informer, Requeue, reconcile_each};
 use super::plane::{Component, Ctx};
 use super::replicaset::claim_pods;
 use super::util::{generate_name_prefix, is_ready, owner_ref, phase, pod_from_template, set_condition};
-use super::writes::{create_owned_pod, delete_owned_pod, patch_status};
+use super::writes::{create_owned_pod, delete_owned_pod, patch_status_at};
 
 /// The annotation and label carrying an Indexed Job pod's index.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -293,7 +293,7 @@ async fn sync(
                         } else {
                             None
                         };
-                        create_pod(recorder, pods, job, &pod_api, index).await?;
+                        create_pod(ctx, recorder, pods, job, &pod_api, index).await?;
                     }
                 }
             }
@@ -353,12 +353,14 @@ async fn sync(
         }
     });
     if differs {
-        patch_status(&api, &name, desired, || format!("job {ns}/{name}")).await?;
+        let rv = job.metadata.resource_version.as_deref();
+        patch_status_at(&api, &name, rv, desired, || format!("job {ns}/{name}")).await?;
     }
     Ok(())
 }
 
 async fn create_pod(
+    ctx: &Ctx,
     recorder: &Recorder,
     pods: &Informer<Pod>,
     job: &Job,
@@ -390,7 +392,11 @@ async fn create_pod(
             .get_or_insert_default()
             .insert(COMPLETION_INDEX.into(), i.to_string());
         if let Some(ps) = pod.spec.as_mut() {
-            ps.hostname = Some(format!("{name}-{i}"));
+            // `job-index-hostname-dropped`: a controller from before Indexed Jobs named their
+            // pods' hosts after the index.
+            if !ctx.cfg.faults.is_on("job-index-hostname-dropped") {
+                ps.hostname = Some(format!("{name}-{i}"));
+            }
             for c in ps.containers.iter_mut().chain(ps.init_containers.iter_mut().flatten()) {
                 c.env.get_or_insert_default().push(EnvVar {
                     name: "JOB_COMPLETION_INDEX".into(),

@@ -22,7 +22,7 @@ use super::util::{
     controlled_by, controller_of, generate_name_prefix, is_active, is_available, is_ready, owner_ref, phase,
     pod_from_template, ready_since, selector_matches,
 };
-use super::writes::{api_message, create_owned_pod, delete_owned_pod, patch_status};
+use super::writes::{api_message, create_owned_pod, delete_owned_pod, patch_status_at};
 
 /// Pods a controller creates or deletes in one pass at most (upstream's burstReplicas).
 pub(crate) const BURST_REPLICAS: usize = 500;
@@ -362,7 +362,10 @@ async fn update_status<K: ReplicaOwner>(
     });
     if differs {
         let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-        patch_status(&api, &owner.name_any(), desired, || {
+        // Conditional on the version this pass read, as upstream's UpdateStatus: conditions
+        // computed from a stale cache must not drop one a client added through /status.
+        let rv = owner.meta().resource_version.as_deref();
+        patch_status_at(&api, &owner.name_any(), rv, desired, || {
             format!("{} {ns}/{}", K::kind(&()), owner.name_any())
         })
         .await?;

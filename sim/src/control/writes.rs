@@ -119,3 +119,26 @@ where
     .ctx("patch status of", object)?;
     Ok(())
 }
+
+/// As [`patch_status`], conditional on `resource_version` (upstream controllers `UpdateStatus`
+/// the object they read): a write computed from a stale cache answers 409 Conflict instead of
+/// dropping what another client wrote meanwhile (a condition it added through `/status`).
+pub(crate) async fn patch_status_at<K>(
+    api: &Api<K>,
+    name: &str,
+    resource_version: Option<&str>,
+    status: serde_json::Value,
+    object: impl FnOnce() -> String,
+) -> Result<()>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "resourceVersion": resource_version }, "status": status })),
+    )
+    .await
+    .ctx("patch status of", object)?;
+    Ok(())
+}

@@ -205,6 +205,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the Job controller never applies backoffLimit: failed pods are replaced forever",
     },
     Switch {
+        name: "job-index-hostname-dropped",
+        arg: Arg::None,
+        breaks: "the Job controller leaves spec.hostname of an Indexed Job's pods unset (instead of \
+                 JOB-INDEX), so they are not addressable by index",
+    },
+    Switch {
         name: "job-completions-ignored",
         arg: Arg::None,
         breaks: "the Job controller treats every Job as a work queue: it completes once a pod succeeds and none runs",
@@ -419,6 +425,12 @@ pub const SWITCHES: &[Switch] = &[
         arg: Arg::None,
         breaks: "kube-controller-manager's root-ca-cert-publisher is stopped: namespaces get no kube-root-ca.crt \
                  ConfigMap, and a deleted or edited one is never restored",
+    },
+    Switch {
+        name: "eviction-budget-ignored",
+        arg: Arg::None,
+        breaks: "the pods/eviction subresource deletes the pod without consulting its PodDisruptionBudget \
+                 (never 429 with the DisruptionBudget cause), as a plain DELETE would",
     },
     Switch {
         name: "writes-lost",

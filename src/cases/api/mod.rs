@@ -1,14 +1,20 @@
 //! Adapted cases: API lifecycles — objects created, listed across namespaces, fetched, patched,
 //! updated and deleted one by one or by collection (`[sig-instrumentation] Events`, `Events API`,
-//! `[sig-node] ConfigMap`, `[sig-scheduling] LimitRange`, `[sig-auth] ServiceAccounts`, `[sig-apps] ReplicaSet`).
+//! `[sig-node] ConfigMap`, `[sig-scheduling] LimitRange`, `[sig-auth] ServiceAccounts`, and the `[sig-apps]`
+//! API operations of ReplicaSets, ReplicationControllers, StatefulSets, Deployments, Jobs, CronJobs and
+//! PodDisruptionBudgets, with the eviction a budget blocks).
 //!
 //! These cases make only API calls, so one body serves both OSes; what they guard against is an
 //! API server whose write path loses writes (the `writes-lost` fault switch of the simulator).
 
 mod apps;
+mod batch;
 mod events;
 mod lifecycle;
+mod ops;
+mod pdb;
 mod service_accounts;
+mod workloads;
 
 use std::fmt::Debug;
 
@@ -27,6 +33,9 @@ pub fn cases() -> Vec<Case> {
     cases.extend(lifecycle::cases());
     cases.extend(service_accounts::cases());
     cases.extend(apps::cases());
+    cases.extend(workloads::cases());
+    cases.extend(batch::cases());
+    cases.extend(pdb::cases());
     cases
 }
 

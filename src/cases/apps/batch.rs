@@ -21,6 +21,7 @@ pub(super) fn cases() -> Vec<Case> {
         case!(JOB_LOCAL_RESTARTS, Kind::Adapted, job_local_restarts),
         case!(JOB_BACKOFF, Kind::Adapted, job_backoff),
         case!(JOB_DELETE, Kind::Adapted, job_delete),
+        case!(JOB_INDEXED_HOSTNAME, Kind::Adapted, job_indexed_hostname),
         case!(CRON_CONCURRENT, Kind::Adapted, cron_concurrent).with_timeout(Duration::from_secs(8 * 60)),
         case!(CRON_REPLACE, Kind::Adapted, cron_replace).with_timeout(Duration::from_secs(8 * 60)),
         case!(CRON_FORBID, Kind::Adapted, cron_forbid),
@@ -273,6 +274,58 @@ async fn job_delete(f: &Framework) -> CaseResult {
         "the job's pods to be gone",
     )
     .await?;
+    Ok(())
+}
+
+/// Upstream apps/job.go "should create pods for an Indexed job with completion indexes and
+/// specified hostname".
+pub(crate) const JOB_INDEXED_HOSTNAME: &str = "[sig-apps] Job should create pods for an Indexed job with completion \
+     indexes and specified hostname [Conformance]";
+
+/// Upstream job.go: an Indexed Job of 4 completions (parallelism 2) completes; its succeeded pods
+/// carry completion indexes 0 to 3 and each is named `<job>-<index>` as host.
+async fn job_indexed_hostname(f: &Framework) -> CaseResult {
+    let name = "indexed-job";
+    let opts = JobOpts {
+        completions: Some(4),
+        parallelism: Some(2),
+        backoff_limit: Some(6),
+        ..Default::default()
+    };
+    let mut indexed = job(name, shell_template(f, name, "exit 0")?, opts);
+    if let Some(s) = indexed.spec.as_mut() {
+        s.completion_mode = Some("Indexed".into());
+    }
+    f.create(&indexed).await?;
+    wait_job_complete(f, name).await?;
+    let mut indexes = BTreeSet::new();
+    for pod in job_pods(f, name).await? {
+        if pod.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Succeeded") {
+            continue;
+        }
+        let index = pod
+            .annotations()
+            .get("batch.kubernetes.io/job-completion-index")
+            .cloned();
+        let Some(i) = index.as_deref().and_then(|i| i.parse::<i32>().ok()) else {
+            crate::fail!(
+                "succeeded pod {} has completion index annotation {index:?}",
+                pod.name_any()
+            );
+        };
+        let want = format!("{name}-{i}");
+        let host = pod.spec.as_ref().and_then(|s| s.hostname.clone());
+        ensure!(
+            host.as_deref() == Some(want.as_str()),
+            "succeeded pod {} of index {i}: expected hostname {want}, got {host:?}",
+            pod.name_any()
+        );
+        indexes.insert(i);
+    }
+    ensure!(
+        indexes == BTreeSet::from([0, 1, 2, 3]),
+        "Indexed Job {name}: expected completed indexes [0, 1, 2, 3], got {indexes:?}"
+    );
     Ok(())
 }
 

@@ -34,6 +34,7 @@ pub(super) fn cases() -> Vec<Case> {
         case!(RC_ADOPT, Kind::Adapted, rc_adopt),
         case!(RC_RELEASE, Kind::Adapted, rc_release),
         case!(RS_SCALE, Kind::Adapted, rs_scale),
+        case!(RC_SCALE, Kind::Adapted, rc_scale),
         case!(DEPLOY_ROLLING, Kind::Adapted, deploy_rolling),
         case!(DEPLOY_RECREATE, Kind::Adapted, deploy_recreate),
         case!(DEPLOY_HISTORY, Kind::Adapted, deploy_history),
@@ -315,6 +316,24 @@ async fn rs_scale(f: &Framework) -> CaseResult {
         app,
         (wl::replica_set_ready(1), "to have 1 ready replica"),
         (wl::replica_set_ready(2), "to have 2 ready replicas"),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Upstream apps/rc.go "should get and update a ReplicationController scale".
+pub(crate) const RC_SCALE: &str =
+    "[sig-apps] ReplicationController should get and update a ReplicationController scale [Conformance]";
+
+/// Upstream rc.go: as for ReplicaSets, with a ReplicationController of the webserver image.
+async fn rc_scale(f: &Framework) -> CaseResult {
+    let app = "e2e-rc-scale";
+    f.create(&replication_controller(app, 1, web(f, app, "httpd")?)).await?;
+    scale_one_to_two(
+        f,
+        app,
+        (wl::replication_controller_ready(1), "to have 1 ready replica"),
+        (wl::replication_controller_ready(2), "to have 2 ready replicas"),
     )
     .await
     .map(|_| ())

@@ -201,11 +201,11 @@ impl Retrying {
                 Outcome::Answer(resp, bytes) => {
                     self.journal.answered();
                     match policy::status_failure(resp.status(), bytes) {
-                        Some(f) => {
+                        Some(f) if !policy::is_final_refusal(&kind, resp.status(), resp.headers()) => {
                             self.journal.record(Trouble::Status(resp.status().as_u16()));
                             (f, policy::retry_after(resp.headers()))
                         }
-                        None => return self.settle(&replay, &kind, ambiguous, outcome).await,
+                        _ => return self.settle(&replay, &kind, ambiguous, outcome).await,
                     }
                 }
                 Outcome::Lost(e) => match transport_failure(e) {

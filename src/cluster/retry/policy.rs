@@ -181,6 +181,14 @@ fn admission_refusal(body: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether a 429 is a refusal to keep rather than throttling to wait out: one without
+/// `Retry-After` to a request that is not replayed (an eviction a PodDisruptionBudget blocks,
+/// which kube-apiserver answers 429 with the `DisruptionBudget` cause and no retry hint).
+/// client-go's `checkWait` sends again only when `Retry-After` is there.
+pub fn is_final_refusal(kind: &Kind, status: StatusCode, headers: &http::HeaderMap) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS && matches!(kind, Kind::Once) && retry_after(headers).is_none()
+}
+
 /// Whether a request of `kind` may be replayed after `failure`.
 pub fn may_replay(kind: &Kind, failure: Failure) -> bool {
     failure == Failure::Clean || !matches!(kind, Kind::Once)
@@ -239,6 +247,21 @@ mod tests {
             classify(&Method::POST, "/api/v1/namespaces/ns1/pods/web/eviction", None, named),
             Kind::Once
         );
+    }
+
+    #[test]
+    fn a_budget_refusal_without_retry_after_is_final() {
+        let mut headers = http::HeaderMap::new();
+        let once = Kind::Once;
+        assert!(is_final_refusal(&once, StatusCode::TOO_MANY_REQUESTS, &headers));
+        assert!(!is_final_refusal(&once, StatusCode::SERVICE_UNAVAILABLE, &headers));
+        assert!(!is_final_refusal(
+            &Kind::Replayable,
+            StatusCode::TOO_MANY_REQUESTS,
+            &headers
+        ));
+        headers.insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+        assert!(!is_final_refusal(&once, StatusCode::TOO_MANY_REQUESTS, &headers));
     }
 
     #[test]

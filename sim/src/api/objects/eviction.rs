@@ -205,7 +205,11 @@ pub fn evict(st: &AppState, ns: &str, pod: &str, q: &Query, body: &[u8]) -> ApiR
         .and_then(Value::as_str)
         .unwrap_or_default();
     // `canIgnorePDB`: terminal, pending and already-deleting pods are not protected.
-    let ignore = matches!(phase, "Succeeded" | "Failed" | "Pending") || meta::is_deleting(&current);
+    // `eviction-budget-ignored`: an API server whose eviction path deletes without checking
+    // budgets (as a plain DELETE does).
+    let ignore = matches!(phase, "Succeeded" | "Failed" | "Pending")
+        || meta::is_deleting(&current)
+        || st.cfg.faults.is_on("eviction-budget-ignored");
     if !ignore {
         let pdbs = budgets_of(st, &current);
         if pdbs.len() > 1 {

@@ -64,9 +64,41 @@ fn keep_sent_labels(sent: &Value, out: &mut Value) {
     }
 }
 
+/// Whether a status write of `def` keeps the labels and annotations it carries: the workload
+/// kinds whose upstream status strategy resets only the spec. Newer kinds (admission policies,
+/// resource claims) call `ResetObjectMetaForStatus`, and custom resources keep only the status.
+fn keeps_meta_on_status_write(def: &ResourceDef) -> bool {
+    def.custom.is_none()
+        && matches!(
+            (def.group, def.plural),
+            ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
+                | ("batch", "jobs" | "cronjobs")
+                | ("", "replicationcontrollers")
+                | ("policy", "poddisruptionbudgets")
+        )
+}
+
 /// Builds the object an update stores from the old one and what the client sent.
 fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Option<&str>) -> Value {
     match sub {
+        Some("status") if keeps_meta_on_status_write(def) => {
+            // Upstream's status strategies of these kinds only put the old spec back
+            // (`newJob.Spec = oldJob.Spec`): labels and annotations sent with the status stay,
+            // as the CronJob and Job API conformance cases check.
+            let status = new.get("status").cloned();
+            let mut out = merge_system_fields(def, old, new, None);
+            if let Some(o) = out.as_object_mut() {
+                match old.get("spec") {
+                    Some(s) => o.insert("spec".into(), s.clone()),
+                    None => o.remove("spec"),
+                };
+                match status {
+                    Some(s) => o.insert("status".into(), s),
+                    None => o.remove("status"),
+                };
+            }
+            out
+        }
         Some("status") => {
             // A status write changes status, and for built-in kinds the labels and annotations
             // it carries too: their status strategies reset only spec (and, for pods, the
