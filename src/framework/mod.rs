@@ -16,6 +16,7 @@ pub mod pods;
 mod proxy;
 pub mod services;
 pub mod wait;
+pub mod watch_events;
 pub mod webhook;
 pub mod workloads;
 

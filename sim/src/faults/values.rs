@@ -132,6 +132,9 @@ pub fn valid(name: &str, value: &str) -> bool {
         "node-flap" => split_node(value).and_then(|(_, s)| parse_schedule(s)).is_some(),
         "node-lost" => split_node(value).and_then(|(_, d)| parse_duration(d)).is_some(),
         "writes-lost" => parse_lost_write(value).is_some(),
+        "watch-events-dropped" => value
+            .rsplit_once('/')
+            .is_some_and(|(r, t)| !r.is_empty() && matches!(t, "ADDED" | "MODIFIED" | "DELETED")),
         _ => true,
     }
 }

@@ -7,6 +7,7 @@
 mod conditions;
 pub(crate) mod crd;
 mod patching;
+mod watch;
 mod webhook;
 
 use crate::catalog::Case;
@@ -17,5 +18,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(conditions::cases());
     cases.extend(patching::cases());
     cases.extend(crd::cases());
+    cases.extend(watch::cases());
     cases
 }
