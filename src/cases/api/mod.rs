@@ -7,7 +7,9 @@
 
 mod apps;
 mod events;
+mod lease;
 mod lifecycle;
+mod podtemplates;
 mod service_accounts;
 
 use std::fmt::Debug;
@@ -27,6 +29,8 @@ pub fn cases() -> Vec<Case> {
     cases.extend(lifecycle::cases());
     cases.extend(service_accounts::cases());
     cases.extend(apps::cases());
+    cases.extend(podtemplates::cases());
+    cases.extend(lease::cases());
     cases
 }
 

@@ -4,6 +4,7 @@
 //! The webhook server runs on the target OS (agnhost is built for Windows too); what the cases
 //! check is the API server's dispatch to it, the same on both OSes.
 
+mod api_surface;
 mod conditions;
 pub(crate) mod crd;
 mod patching;
@@ -19,5 +20,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(patching::cases());
     cases.extend(crd::cases());
     cases.extend(watch::cases());
+    cases.extend(api_surface::cases());
     cases
 }
