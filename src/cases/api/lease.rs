@@ -57,7 +57,12 @@ fn lease(name: &str, labels: &[(&str, &str)], spec: LeaseSpec) -> Lease {
     Lease {
         metadata: ObjectMeta {
             name: Some(name.into()),
-            labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
             ..Default::default()
         },
         spec: Some(spec),
@@ -100,8 +105,12 @@ async fn lease_api(f: &Framework) -> CaseResult {
     expect_spec(f, name, &patched, "patch").await?;
 
     let second = "lease2";
-    f.create(&lease(second, &[("deletecollection", "true")], spec("holder", 30, 2, 5, 0)?))
-        .await?;
+    f.create(&lease(
+        second,
+        &[("deletecollection", "true")],
+        spec("holder", 30, 2, 5, 0)?,
+    ))
+    .await?;
     let mut all = names_in_ns::<Lease>(f, "").await?;
     all.sort();
     ensure!(
@@ -121,7 +130,11 @@ async fn lease_api(f: &Framework) -> CaseResult {
     f.api::<Lease>().delete(name, &DeleteParams::default()).await?;
     match f.api::<Lease>().get_opt(name).await? {
         None => {}
-        Some(l) => fail!("Lease {}/{name} can still be read after its deletion: {:?}", f.ns(), l.spec),
+        Some(l) => fail!(
+            "Lease {}/{name} can still be read after its deletion: {:?}",
+            f.ns(),
+            l.spec
+        ),
     }
     f.step("listing Leases in all namespaces");
     f.api_all::<Lease>().list(&Default::default()).await?;

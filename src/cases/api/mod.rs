@@ -9,7 +9,7 @@ mod apps;
 mod events;
 mod lease;
 mod lifecycle;
-mod podtemplates;
+pub(crate) mod podtemplates;
 mod service_accounts;
 
 use std::fmt::Debug;

@@ -36,7 +36,7 @@ pub(super) fn cases() -> Vec<Case> {
 }
 
 /// A PodTemplate `name` with `labels` whose pod runs agnhost on the target OS.
-fn pod_template(f: &Framework, name: &str, labels: &[(&str, String)]) -> Result<PodTemplate, CaseError> {
+pub(crate) fn pod_template(f: &Framework, name: &str, labels: &[(&str, String)]) -> Result<PodTemplate, CaseError> {
     let pod = f
         .pod(name)
         .container(ContainerBuilder::new("e2e-test", "agnhost"))

@@ -13,7 +13,8 @@ use crate::framework::{CaseResult, Framework};
 use crate::{ensure, fail};
 
 /// Upstream server_version.go "should find the server version".
-pub(crate) const SERVER_VERSION: &str = "[sig-api-machinery] server version should find the server version [Conformance]";
+pub(crate) const SERVER_VERSION: &str =
+    "[sig-api-machinery] server version should find the server version [Conformance]";
 /// Upstream discovery.go "should validate PreferredVersion for each APIGroup".
 pub(crate) const PREFERRED_VERSION: &str =
     "[sig-api-machinery] Discovery should validate PreferredVersion for each APIGroup [Conformance]";
@@ -54,7 +55,10 @@ async fn server_version(f: &Framework) -> CaseResult {
         info.minor,
         info.git_version
     );
-    f.step(format!("server version {}.{} ({})", info.major, info.minor, info.git_version));
+    f.step(format!(
+        "server version {}.{} ({})",
+        info.major, info.minor, info.git_version
+    ));
     Ok(())
 }
 
@@ -95,7 +99,12 @@ async fn preferred_version(f: &Framework) -> CaseResult {
 /// Upstream's table: a base path, group, version and one resource each must list.
 const GROUP_VERSION_RESOURCES: &[(&str, &str, &str, &str)] = &[
     ("/api", "", "v1", "namespaces"),
-    ("/apis", "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"),
+    (
+        "/apis",
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+    ),
     ("/apis", "apiextensions.k8s.io", "v1", "customresourcedefinitions"),
     ("/apis", "apiregistration.k8s.io", "v1", "apiservices"),
     ("/apis", "apps", "v1", "deployments"),

@@ -7,6 +7,7 @@
 mod api_surface;
 mod conditions;
 pub(crate) mod crd;
+mod lists;
 mod patching;
 mod watch;
 mod webhook;
@@ -21,5 +22,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(crd::cases());
     cases.extend(watch::cases());
     cases.extend(api_surface::cases());
+    cases.extend(lists::cases());
     cases
 }
