@@ -9,6 +9,7 @@ mod conditions;
 pub(crate) mod crd;
 mod lists;
 mod patching;
+mod quota;
 mod watch;
 mod webhook;
 
@@ -23,5 +24,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(watch::cases());
     cases.extend(api_surface::cases());
     cases.extend(lists::cases());
+    cases.extend(quota::cases());
     cases
 }
