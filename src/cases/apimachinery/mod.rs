@@ -10,6 +10,7 @@ pub(crate) mod crd;
 mod lists;
 mod patching;
 mod quota;
+mod quota_api;
 mod watch;
 mod webhook;
 
@@ -25,5 +26,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(api_surface::cases());
     cases.extend(lists::cases());
     cases.extend(quota::cases());
+    cases.extend(quota_api::cases());
     cases
 }
