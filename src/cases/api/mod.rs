@@ -1,6 +1,7 @@
 //! Adapted cases: API lifecycles — objects created, listed across namespaces, fetched, patched,
 //! updated and deleted one by one or by collection (`[sig-instrumentation] Events`, `Events API`,
-//! `[sig-node] ConfigMap`, `[sig-scheduling] LimitRange`, `[sig-auth] ServiceAccounts`, `[sig-apps] ReplicaSet`).
+//! `[sig-node] ConfigMap`, `[sig-scheduling] LimitRange`, `[sig-auth] ServiceAccounts`, `[sig-apps] ReplicaSet`,
+//! `[sig-node] PodTemplates`, `[sig-node] Lease`).
 //!
 //! These cases make only API calls, so one body serves both OSes; what they guard against is an
 //! API server whose write path loses writes (the `writes-lost` fault switch of the simulator).
