@@ -86,6 +86,8 @@ pub struct EventWatch<K> {
     queued: VecDeque<Notification<K>>,
     /// Every notification delivered so far, for failure messages.
     seen: Vec<String>,
+    /// Whether a resume met 410 Gone under [`Resume::Exact`] (the history is lost).
+    expired: bool,
 }
 
 impl Framework {
@@ -130,6 +132,7 @@ impl Framework {
             known,
             queued: VecDeque::new(),
             seen: Vec::new(),
+            expired: false,
         })
     }
 }
@@ -209,6 +212,7 @@ where
     /// A resume answered 410: fail, or relist and queue the difference.
     async fn expired(&mut self, message: &str) -> Result<(), CaseError> {
         if self.resume == Resume::Exact {
+            self.expired = true;
             return Err(CaseError::failed(format!(
                 "the watch with labels {} could not go on from resourceVersion {}: the server compacted \
                  its history ({message}); events delivered so far: {:?}",
@@ -233,6 +237,13 @@ where
         }
         self.rv = rv;
         Ok(())
+    }
+
+    /// Whether the server compacted the history this [`Resume::Exact`] watch needed: a case that
+    /// can start over (with new watches from a new resourceVersion) may do so, as upstream's
+    /// callers of client-go's `RetryWatcher` do when it reports the same.
+    pub fn history_lost(&self) -> bool {
+        self.expired
     }
 
     /// Records a notification as seen and hands it out.

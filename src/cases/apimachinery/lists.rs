@@ -62,7 +62,24 @@ async fn chunks(f: &Framework) -> CaseResult {
 
     for round in 0..3 {
         f.step(format!("reading the PodTemplates in pages, round {}", round + 1));
-        read_in_pages(f, round).await?;
+        let mut restarts = 0;
+        loop {
+            match read_in_pages(f, round).await? {
+                // The server compacted the version the continue token reads at (every 5 min
+                // upstream): the token is expired, and a client starts the list over.
+                Some(why) if restarts < MAX_RESTARTS => {
+                    restarts += 1;
+                    f.step(format!(
+                        "the continue token expired ({why}); reading from the first page again"
+                    ));
+                }
+                Some(why) => fail!(
+                    "the continue token expired {} times in a row; last: {why}",
+                    restarts + 1
+                ),
+                None => break,
+            }
+        }
     }
     f.step("reading the PodTemplates all at once");
     let all = api
@@ -77,9 +94,13 @@ async fn chunks(f: &Framework) -> CaseResult {
     Ok(())
 }
 
+/// How many times a round of paged reads starts over after its continue token expired.
+const MAX_RESTARTS: usize = 3;
+
 /// One paged read of all the templates; page sizes vary with `round` and the page number
-/// (upstream draws them at random from 1 to 40).
-async fn read_in_pages(f: &Framework, round: usize) -> CaseResult {
+/// (upstream draws them at random from 1 to 40). `Some(why)` when a page was answered 410
+/// Expired (its continue token outlived a compaction) and the read must start over.
+async fn read_in_pages(f: &Framework, round: usize) -> Result<Option<String>, CaseError> {
     let api = f.api::<PodTemplate>();
     let mut found = 0usize;
     let mut first_rv: Option<String> = None;
@@ -90,7 +111,13 @@ async fn read_in_pages(f: &Framework, round: usize) -> CaseResult {
         if let Some(t) = &token {
             params = params.continue_token(t);
         }
-        let list = api.list(&params).await?;
+        let list = match api.list(&params).await {
+            Ok(l) => l,
+            Err(kube::Error::Api(s)) if s.code == 410 && token.is_some() => {
+                return Ok(Some(format!("page {page}: {} (410 {})", s.message, s.reason)));
+            }
+            Err(e) => return Err(CaseError::from(e)),
+        };
         let rv = list.metadata.resource_version.clone().unwrap_or_default();
         let at = format!("page {page} (limit {limit}, {found} items read before it)");
         ensure!(
@@ -137,7 +164,7 @@ async fn read_in_pages(f: &Framework, round: usize) -> CaseResult {
         found == TOTAL,
         "the paged read returned {found} PodTemplates, expected {TOTAL}"
     );
-    Ok(())
+    Ok(None)
 }
 
 /// Upstream: a SelfSubjectAccessReview POSTed with `Accept` naming only the meta.k8s.io/v1

@@ -284,6 +284,8 @@ async fn watch_label_changed(f: &Framework) -> CaseResult {
 
 /// Upstream's iteration count.
 const ORDER_WATCHES: usize = 100;
+/// How many times the comparison starts over after the server compacted a watch's history.
+const ORDER_ATTEMPTS: usize = 3;
 /// Upstream `waitForNextConfigMapEvent`'s bound.
 const NEXT_EVENT: Duration = Duration::from_secs(10);
 
@@ -292,13 +294,20 @@ const NEXT_EVENT: Duration = Duration::from_secs(10);
 /// resourceVersions in the same order.
 async fn watch_order(f: &Framework) -> CaseResult {
     let api = f.api::<ConfigMap>();
-    let start = api.list(&ListParams::default()).await?;
-    let mut rv = start.metadata.resource_version.unwrap_or_default();
-
     f.step("starting a background task that creates, updates and deletes ConfigMaps");
     let stop = tokio_util::sync::CancellationToken::new();
     let producer = tokio::spawn(produce(api.clone(), stop.clone()));
-    let result = compare_watches(f, &api, &mut rv).await;
+    let mut result = Ok(());
+    for attempt in 1..=ORDER_ATTEMPTS {
+        let start = api.list(&ListParams::default()).await?;
+        let mut rv = start.metadata.resource_version.unwrap_or_default();
+        let (outcome, expired) = compare_watches(f, &api, &mut rv).await;
+        result = outcome;
+        if !(expired && attempt < ORDER_ATTEMPTS) {
+            break;
+        }
+        f.step("the server compacted the history a watch resumed from; comparing again from now");
+    }
     stop.cancel();
     let produced = producer
         .await
@@ -312,8 +321,21 @@ async fn watch_order(f: &Framework) -> CaseResult {
     Ok(())
 }
 
-async fn compare_watches(f: &Framework, api: &Api<ConfigMap>, rv: &mut String) -> CaseResult {
+/// Compares the watches once; also says whether it failed because a watch's history was
+/// compacted (transient: the comparison can start over).
+async fn compare_watches(f: &Framework, api: &Api<ConfigMap>, rv: &mut String) -> (CaseResult, bool) {
     let mut watches: Vec<EventWatch<ConfigMap>> = Vec::with_capacity(ORDER_WATCHES);
+    let result = compare_into(f, api, rv, &mut watches).await;
+    let expired = result.is_err() && watches.iter().any(EventWatch::history_lost);
+    (result, expired)
+}
+
+async fn compare_into(
+    f: &Framework,
+    api: &Api<ConfigMap>,
+    rv: &mut String,
+    watches: &mut Vec<EventWatch<ConfigMap>>,
+) -> CaseResult {
     for i in 0..ORDER_WATCHES {
         watches.push(f.watch_events(api, "", Some(rv), Resume::Exact).await?);
         let Some(lead) = watches[0].next(NEXT_EVENT).await? else {
