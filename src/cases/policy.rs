@@ -41,14 +41,14 @@ pub fn cases() -> Vec<Case> {
     ]
 }
 
-fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+pub(crate) fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
         .collect()
 }
 
-fn quota(name: &str, hard: &[(&str, &str)], scopes: &[&str]) -> ResourceQuota {
+pub(crate) fn quota(name: &str, hard: &[(&str, &str)], scopes: &[&str]) -> ResourceQuota {
     ResourceQuota {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -64,7 +64,7 @@ fn quota(name: &str, hard: &[(&str, &str)], scopes: &[&str]) -> ResourceQuota {
 }
 
 /// `status.used[resource]` of a quota, as text (`"0"` when absent).
-fn used(q: &ResourceQuota, resource: &str) -> String {
+pub(crate) fn used(q: &ResourceQuota, resource: &str) -> String {
     q.status
         .as_ref()
         .and_then(|s| s.used.as_ref())
@@ -77,7 +77,11 @@ fn used(q: &ResourceQuota, resource: &str) -> String {
 /// compared as the API prints them, e.g. `500m`, `1`). A resource missing from `status.used`
 /// does not count as zero: as upstream's `waitForResourceQuota`, the quota controller must
 /// have computed it (until then the quota admission refuses with "status unknown").
-async fn wait_used(f: &Framework, name: &str, expected: &[(&str, &str)]) -> Result<ResourceQuota, CaseError> {
+pub(crate) async fn wait_used(
+    f: &Framework,
+    name: &str,
+    expected: &[(&str, &str)],
+) -> Result<ResourceQuota, CaseError> {
     let want: Vec<(String, String)> = expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let why = format!("to report usage {want:?} in status.used");
     f.wait_for(
@@ -96,7 +100,7 @@ async fn wait_used(f: &Framework, name: &str, expected: &[(&str, &str)]) -> Resu
     .ok_or_else(|| CaseError::failed(format!("ResourceQuota {name} vanished")))
 }
 
-fn with_resources(
+pub(crate) fn with_resources(
     requests: &'static [(&'static str, &'static str)],
     limits: &'static [(&'static str, &'static str)],
 ) -> impl Fn(&mut Container) + Clone + Send + Sync + 'static {

@@ -14,8 +14,11 @@ mod namespace;
 pub mod netexec;
 pub mod pods;
 mod proxy;
+mod rest;
 pub mod services;
+pub mod update;
 pub mod wait;
+pub mod watch_events;
 pub mod webhook;
 pub mod workloads;
 

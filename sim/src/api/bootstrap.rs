@@ -145,6 +145,9 @@ pub fn bootstrap(st: &AppState) {
     for fs in super::flowcontrol::flow_schemas() {
         put(st, "flowcontrol.apiserver.k8s.io/flowschemas", fs);
     }
+    for svc in local_api_services() {
+        put(st, "apiregistration.k8s.io/apiservices", svc);
+    }
     // ComponentStatus is read-only. Upstream probes each component per request; here the
     // scheduler, controller manager and store run in the API server's own process, so they are
     // healthy whenever it answers.
@@ -158,4 +161,24 @@ pub fn bootstrap(st: &AppState) {
             }),
         );
     }
+}
+
+/// The APIService kube-apiserver registers for each group version it serves itself
+/// (`v1.apps`, `v1.` for the core group): no service, always Available with reason Local.
+/// Upstream sets per-group priorities from a table; here every group gets the same minimum and
+/// GA versions rank above the others, which keeps the registry's discovery order.
+fn local_api_services() -> Vec<Value> {
+    super::registry::group_versions()
+        .into_iter()
+        .map(|(group, version)| {
+            let version_priority = if version.contains("alpha") || version.contains("beta") { 9 } else { 15 };
+            json!({
+                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": format!("{version}.{group}"), "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"}},
+                "spec": {"group": group, "version": version, "groupPriorityMinimum": 18000, "versionPriority": version_priority},
+                "status": {"conditions": [{"type": "Available", "status": "True", "reason": "Local",
+                    "message": "Local APIServices are always available", "lastTransitionTime": meta::now()}]}
+            })
+        })
+        .collect()
 }

@@ -140,6 +140,9 @@ fn roundtrip(def: &ResourceDef, v: &Value) -> Option<Result<Value, serde_json::E
         ("apps", "controllerrevisions") => rt!(a::apps::v1::ControllerRevision),
         ("batch", "jobs") => rt!(a::batch::v1::Job),
         ("batch", "cronjobs") => rt!(a::batch::v1::CronJob),
+        ("autoscaling", "horizontalpodautoscalers") if def.version == "v1" => {
+            rt!(a::autoscaling::v1::HorizontalPodAutoscaler)
+        }
         ("autoscaling", "horizontalpodautoscalers") => rt!(a::autoscaling::v2::HorizontalPodAutoscaler),
         ("discovery.k8s.io", "endpointslices") => rt!(a::discovery::v1::EndpointSlice),
         ("coordination.k8s.io", "leases") => rt!(a::coordination::v1::Lease),

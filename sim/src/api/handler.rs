@@ -135,7 +135,14 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
         Route::Group(g) | Route::GroupVersion(g, _) if hidden.contains(&g) => Err(ApiError::no_route(&path)),
         Route::Version => {
             get_only(&method)?;
-            Ok(json_response(200, &discovery::version(), &[]))
+            let mut v = discovery::version();
+            // `version-unstamped`: a build without the version ldflags (major and minor empty).
+            if st.cfg.faults.is_on("version-unstamped") {
+                v["major"] = "".into();
+                v["minor"] = "".into();
+                v["gitVersion"] = "v0.0.0-master+$Format:%H$".into();
+            }
+            Ok(json_response(200, &v, &[]))
         }
         Route::Health => Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()),
         Route::Api => {

@@ -181,6 +181,12 @@ pub static RESOURCES: &[ResourceDef] = &[
     def("batch", "v1", "CronJob", "cronjobs", "cronjob", &["cj"], ALL, true, RW, &["status"]),
     def("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "horizontalpodautoscaler",
         &["hpa"], ALL, true, RW, &["status"]),
+    // autoscaling/v1 serves the v2 objects with only the CPU utilization target (see `convert`).
+    ResourceDef {
+        storage_of: Some(("autoscaling", "horizontalpodautoscalers")),
+        ..def("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "horizontalpodautoscaler",
+            &["hpa"], ALL, true, RW, &["status"])
+    },
     def("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", NONE, NONE, true, RW, NONE),
     def("coordination.k8s.io", "v1", "Lease", "leases", "lease", NONE, NONE, true, RW, NONE),
     def("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", &["pc"], NONE, false, RW, NONE),
@@ -224,6 +230,8 @@ pub static RESOURCES: &[ResourceDef] = &[
     def("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", NONE, NONE, false, RW, NONE),
     def("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", NONE, NONE, true, RW, NONE),
     def("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", NONE, NONE, true, RW, NONE),
+    def("apiregistration.k8s.io", "v1", "APIService", "apiservices", "apiservice",
+        NONE, &["api-extensions"], false, RW, &["status"]),
     def("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
         "customresourcedefinition", &["crd", "crds"], &["api-extensions"], false, RW, &["status"]),
     def("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
@@ -320,7 +328,7 @@ mod tests {
         ] {
             assert!(RESOURCES.iter().any(|r| r.group == g && r.plural == p), "{g}/{p}");
         }
-        let mut keys: Vec<_> = RESOURCES.iter().map(|r| (r.group, r.plural)).collect();
+        let mut keys: Vec<_> = RESOURCES.iter().map(|r| (r.group, r.version, r.plural)).collect();
         keys.sort();
         keys.dedup();
         assert_eq!(keys.len(), RESOURCES.len());

@@ -34,6 +34,8 @@ struct Filter {
     labels: LabelSelector,
     fields: FieldSelector,
     table: Option<TableOpts>,
+    /// Event types the `watch-events-dropped` fault switch loses for this resource.
+    dropped: Vec<String>,
 }
 
 impl Filter {
@@ -64,6 +66,9 @@ impl Filter {
                 }
             }
         }?;
+        if self.dropped.iter().any(|d| d == kind) {
+            return None;
+        }
         Some((kind, new))
     }
 
@@ -144,6 +149,15 @@ pub fn serve(
         labels,
         fields,
         table: table::wants(headers, q.get("includeObject").map(String::as_str)),
+        dropped: st
+            .cfg
+            .faults
+            .values("watch-events-dropped")
+            .iter()
+            .filter_map(|v| v.rsplit_once('/'))
+            .filter(|(r, _)| *r == def.plural)
+            .map(|(_, t)| t.to_string())
+            .collect(),
     };
     let timeout = q
         .get("timeoutSeconds")
@@ -157,6 +171,12 @@ pub fn serve(
     let requested = q
         .get("resourceVersion")
         .filter(|s| !s.is_empty() && *s != "0" && !send_initial);
+    // `watch-history-ignored`: a watch from a resourceVersion starts at the current one.
+    let current = st.store.current_rv().to_string();
+    let requested = match requested {
+        Some(_) if st.cfg.faults.applies_to("watch-history-ignored", def.plural) => Some(&current),
+        other => other,
+    };
 
     let mut initial: Vec<Bytes> = Vec::new();
     let from = match requested {

@@ -476,6 +476,36 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the API group is left out of /apis and aggregated discovery and its group documents answer 404, \
                  as when an extension API fails to register (its resources are still served)",
     },
+    Switch {
+        name: "watch-events-dropped",
+        arg: Arg::Value("RESOURCE/TYPE"),
+        breaks: "watches of RESOURCE (a plural such as configmaps) never deliver notifications of TYPE (ADDED, \
+                 MODIFIED or DELETED), as a watch cache that loses events: objects change in storage, watchers \
+                 never hear of it",
+    },
+    Switch {
+        name: "watch-history-ignored",
+        arg: Arg::Value("RESOURCE"),
+        breaks: "a watch of RESOURCE from a resourceVersion starts at the current one and replays nothing \
+                 (a watch cache without history), so changes made since that resourceVersion are never delivered",
+    },
+    Switch {
+        name: "table-accept-ignored",
+        arg: Arg::None,
+        breaks: "the API server answers a request for a Table of a resource without a Table form (the review \
+                 kinds) with JSON instead of 406 NotAcceptable",
+    },
+    Switch {
+        name: "list-continue-ignored",
+        arg: Arg::None,
+        breaks: "the API server ignores the continue token of a LIST: every page starts again at the first object",
+    },
+    Switch {
+        name: "version-unstamped",
+        arg: Arg::None,
+        breaks: "/version reports what a kube-apiserver built without its version ldflags reports: empty major \
+                 and minor, gitVersion v0.0.0-master+$Format:%H$",
+    },
 ];
 
 /// The switches that model transient trouble a run must survive (rather than breakage a case

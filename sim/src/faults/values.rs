@@ -135,6 +135,9 @@ pub fn valid(name: &str, value: &str) -> bool {
         "field-dropped" => value
             .split_once(':')
             .is_some_and(|(r, p)| !r.is_empty() && !p.is_empty()),
+        "watch-events-dropped" => value
+            .rsplit_once('/')
+            .is_some_and(|(r, t)| !r.is_empty() && matches!(t, "ADDED" | "MODIFIED" | "DELETED")),
         _ => true,
     }
 }

@@ -1,8 +1,9 @@
 //! Adapted cases: API lifecycles — objects created, listed across namespaces, fetched, patched,
 //! updated and deleted one by one or by collection (`[sig-instrumentation] Events`, `Events API`,
-//! `[sig-node] ConfigMap`, `[sig-scheduling] LimitRange`, `[sig-auth] ServiceAccounts`, and the `[sig-apps]`
-//! API operations of ReplicaSets, ReplicationControllers, StatefulSets, Deployments, Jobs, CronJobs and
-//! PodDisruptionBudgets, with the eviction a budget blocks).
+//! `[sig-node] ConfigMap`, `[sig-scheduling] LimitRange`, `[sig-auth] ServiceAccounts`, `[sig-node]
+//! PodTemplates`, `[sig-node] Lease`, and the `[sig-apps]` API operations of ReplicaSets,
+//! ReplicationControllers, StatefulSets, Deployments, Jobs, CronJobs and PodDisruptionBudgets, with
+//! the eviction a budget blocks).
 //!
 //! These cases make only API calls, so one body serves both OSes; what they guard against is an
 //! API server whose write path loses writes (the `writes-lost` fault switch of the simulator).
@@ -10,9 +11,11 @@
 mod apps;
 mod batch;
 mod events;
+mod lease;
 mod lifecycle;
 mod ops;
 mod pdb;
+pub(crate) mod podtemplates;
 mod service_accounts;
 mod workloads;
 
@@ -36,6 +39,8 @@ pub fn cases() -> Vec<Case> {
     cases.extend(workloads::cases());
     cases.extend(batch::cases());
     cases.extend(pdb::cases());
+    cases.extend(podtemplates::cases());
+    cases.extend(lease::cases());
     cases
 }
 

@@ -56,6 +56,9 @@ fn generated(prefix: &str) -> String {
     format!("{prefix}{suffix}")
 }
 
+/// Upstream's message when no acceptable media type can be served (`NewNotAcceptableError`).
+const NOT_ACCEPTABLE: &str = "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
 /// POST to a collection.
 pub async fn create(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
     let def = t.def;
@@ -71,6 +74,10 @@ pub async fn create(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
     } = fieldcheck::decode(def, body, headers, q)?;
     check_type(def, &mut obj, def.kind, &def.api_version())?;
     if !registry::is_stored(def) {
+        // `table-accept-ignored`: answered as JSON whatever the client accepts.
+        if crate::api::table::only_table(headers) && !st.cfg.faults.is_on("table-accept-ignored") {
+            return Err(ApiError::not_acceptable(NOT_ACCEPTABLE));
+        }
         return admission::review(st, def, obj).map(|v| json_response(201, &v, &warnings));
     }
     crate::api::crd::refuse_create_while_terminating(st, def)?;

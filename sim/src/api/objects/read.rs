@@ -161,7 +161,11 @@ pub fn list(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap) -> ApiRes
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
-    let continued = match q.get("continue").filter(|s| !s.is_empty()) {
+    // `list-continue-ignored`: every page starts again at the first object.
+    let token = q
+        .get("continue")
+        .filter(|s| !s.is_empty() && !st.cfg.faults.is_on("list-continue-ignored"));
+    let continued = match token {
         Some(token) => {
             let (first_rv, ns, name) = decode_continue(token)?;
             if st.store.readable_at(first_rv).is_err() {

@@ -42,6 +42,26 @@ pub fn wants(headers: &HeaderMap, include: Option<&str>) -> Option<TableOpts> {
     })
 }
 
+/// Whether `Accept` asks for a Table and nothing else a resource without a Table form could be
+/// served as (no plain `application/json`, `application/yaml`, protobuf or wildcard range).
+/// Upstream's negotiation then fails with 406 NotAcceptable for such a resource (the review
+/// kinds: their objects carry no metadata to print).
+pub fn only_table(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get("accept").and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let mut table = false;
+    for range in accept.split(',') {
+        let params: Vec<&str> = range.split(';').map(str::trim).collect();
+        if params.contains(&"as=Table") {
+            table = true;
+        } else if !params[0].is_empty() {
+            return false;
+        }
+    }
+    table
+}
+
 /// One column of a kind's Table: the definition kubectl prints as a header and the function that
 /// fills the column's cell in every row. Keeping the two in one value is what keeps a kind's
 /// headers and cells in step, and lets the columns kinds share (NAME, AGE, the workload

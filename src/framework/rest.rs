@@ -1,0 +1,30 @@
+//! Raw GETs of API paths that have no typed handle (discovery documents, `/version`), decoded
+//! into the type the path serves.
+
+use serde::de::DeserializeOwned;
+
+use super::{CaseError, Framework};
+
+impl Framework {
+    /// GETs `path` from the API server and decodes the answer as `T`.
+    ///
+    /// # Errors
+    /// A failure naming the path: the request failed, or the answer is not a `T`.
+    pub async fn get_path<T: DeserializeOwned>(&self, path: &str) -> Result<T, CaseError> {
+        self.step(format!("requesting {path}"));
+        let req = http::Request::get(path)
+            .body(Vec::new())
+            .map_err(|e| CaseError::failed(format!("building a GET of {path}: {e}")))?;
+        let text = self
+            .client()
+            .request_text(req)
+            .await
+            .map_err(|e| CaseError::from(e).context(format!("fetching {path}")))?;
+        serde_json::from_str(&text).map_err(|e| {
+            CaseError::failed(format!(
+                "{path} answered what is not a {}: {e}: {text}",
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+}
