@@ -75,6 +75,9 @@ pub fn classify(method: &Method, path: &str, content_type: Option<&str>, body: &
                 Kind::Once
             }
         }
+        // Reviews (SubjectAccessReview, TokenReview, SelfSubjectReview ...) are answered and
+        // never stored: asking again is a read.
+        Method::POST if is_collection(path) && path.ends_with("reviews") => Kind::Replayable,
         Method::POST if is_collection(path) => match created_name(body) {
             Some(name) => Kind::Create {
                 object_path: format!("{}/{name}", path.trim_end_matches('/')),
@@ -197,6 +200,18 @@ pub fn may_replay(kind: &Kind, failure: Failure) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reviews_are_reads() {
+        for path in [
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            "/apis/authorization.k8s.io/v1/namespaces/a/localsubjectaccessreviews",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+        ] {
+            assert_eq!(classify(&Method::POST, path, None, b"{}"), Kind::Replayable, "{path}");
+        }
+        assert_eq!(classify(&Method::POST, "/api/v1/namespaces/a/pods", None, b"{}"), Kind::Once);
+    }
 
     #[test]
     fn a_stored_replace_holds_what_was_sent() {
