@@ -210,7 +210,10 @@ mod tests {
         ] {
             assert_eq!(classify(&Method::POST, path, None, b"{}"), Kind::Replayable, "{path}");
         }
-        assert_eq!(classify(&Method::POST, "/api/v1/namespaces/a/pods", None, b"{}"), Kind::Once);
+        assert_eq!(
+            classify(&Method::POST, "/api/v1/namespaces/a/pods", None, b"{}"),
+            Kind::Once
+        );
     }
 
     #[test]
