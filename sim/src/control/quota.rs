@@ -19,7 +19,7 @@ use super::error::Result;
 use super::informer::{Informer, Wake};
 use super::plane::Ctx;
 use super::predicates::parse_quantity_milli;
-use super::writes::patch_status;
+use super::writes::patch_status_at;
 
 /// What one namespace holds, as quota usage is computed from it.
 #[derive(Debug, Default, Clone)]
@@ -233,7 +233,7 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
         let mut retry = None;
         for q in caches.quotas.list() {
             if let Err(e) = sync(&ctx, &caches, &q).await {
-                if !e.is_not_found() {
+                if !e.is_not_found() && !e.is_conflict() {
                     tracing::warn!(quota = %q.name_any(), error = %super::error::chain(&e), "quota sync failed");
                 }
                 retry = Some(Duration::from_secs(1));
@@ -277,18 +277,30 @@ async fn sync(ctx: &Ctx, caches: &Caches, q: &Arc<ResourceQuota>) -> Result<()> 
     }
     let api: Api<ResourceQuota> = Api::namespaced(ctx.client.clone(), &ns);
     let name = q.name_any();
-    // A merge patch keeps map keys it does not mention: when a key left spec.hard, clear the
-    // maps first so the stale key goes.
-    if status
-        .hard
-        .as_ref()
-        .is_some_and(|h| h.keys().any(|k| !hard.contains_key(k)))
-    {
-        let cleared = json!({"hard": null, "used": null});
-        patch_status(&api, &name, cleared, || format!("resourcequota {ns}/{name}")).await?;
-    }
-    let status = json!({"hard": hard, "used": used});
-    patch_status(&api, &name, status, || format!("resourcequota {ns}/{name}")).await
+    // A merge patch keeps map keys it does not mention: a key that left spec.hard is set to null
+    // so it goes. The patch is conditional on the resourceVersion the cache holds, as upstream's
+    // UpdateStatus of the listed quota is: a pass computed before a client's own /status write
+    // answers 409 and the next pass starts from what that client wrote.
+    let with_removals = |stored: &Option<BTreeMap<String, Quantity>>, fresh: &BTreeMap<String, Quantity>| {
+        let mut map = serde_json::Map::new();
+        for key in stored.iter().flat_map(|m| m.keys()) {
+            if !fresh.contains_key(key) {
+                map.insert(key.clone(), serde_json::Value::Null);
+            }
+        }
+        for (k, v) in fresh {
+            map.insert(k.clone(), json!(v));
+        }
+        serde_json::Value::Object(map)
+    };
+    let status = json!({
+        "hard": with_removals(&status.hard, &hard),
+        "used": with_removals(&status.used, &used),
+    });
+    patch_status_at(&api, &name, q.metadata.resource_version.as_deref(), status, || {
+        format!("resourcequota {ns}/{name}")
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -127,9 +127,11 @@ fn created_name(body: &[u8]) -> Option<String> {
 }
 
 /// Whether `stored` holds everything `sent` set: objects field by field (so server defaults
-/// and added metadata do not count), other values equal. `metadata.resourceVersion` is
-/// skipped (the stored one is newer by design), and so is `status` unless `status_written` (a
-/// replace of the object itself does not write its status, one of `/status` does).
+/// and added metadata do not count), other values equal. The metadata the server moves on every
+/// write it applies (`resourceVersion`, `generation` on a spec change, the `managedFields`
+/// entry's time and field set) is skipped: the sent copy holds the values read before the write.
+/// So is `status` unless `status_written` (a replace of the object itself does not write its
+/// status, one of `/status` does).
 pub fn holds(sent: &serde_json::Value, stored: &serde_json::Value, status_written: bool) -> bool {
     let within = |sent, stored| within(sent, stored, &[], status_written);
     within(sent, stored)
@@ -140,8 +142,10 @@ fn within(sent: &serde_json::Value, stored: &serde_json::Value, path: &[&str], s
         match (sent, stored) {
             (serde_json::Value::Object(a), serde_json::Value::Object(b)) => a.iter().all(|(k, v)| {
                 let here: Vec<&str> = path.iter().copied().chain([k.as_str()]).collect();
-                matches!(here.as_slice(), ["metadata", "resourceVersion"])
-                    || (here == ["status"] && !status_written)
+                matches!(
+                    here.as_slice(),
+                    ["metadata", "resourceVersion" | "generation" | "managedFields"]
+                ) || (here == ["status"] && !status_written)
                     || b.get(k).is_some_and(|w| within(v, w, &here, status_written))
                     || v.is_null() && b.get(k).is_none()
             }),
@@ -227,6 +231,11 @@ mod tests {
         let other = serde_json::json!({"metadata": {"name": "e", "resourceVersion": "6", "labels": {"a": "c"}},
             "note": "updated"});
         assert!(!holds(&sent, &other, false));
+        let read = serde_json::json!({"metadata": {"name": "w", "resourceVersion": "5", "generation": 1,
+            "managedFields": [{"manager": "crossconf", "time": "2026-11-26T10:00:00Z"}]}, "webhooks": [{"name": "b"}]});
+        let written = serde_json::json!({"metadata": {"name": "w", "resourceVersion": "7", "generation": 2,
+            "managedFields": [{"manager": "crossconf", "time": "2026-11-26T10:00:04Z"}]}, "webhooks": [{"name": "b"}]});
+        assert!(holds(&read, &written, false), "server-moved metadata must not count");
     }
 
     #[test]
