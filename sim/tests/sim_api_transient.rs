@@ -268,8 +268,9 @@ print(json.dumps({"seen": sorted(seen), "watches": len(watches), "gone": gone, "
 "#;
 
 /// `watch-cut=500ms`, turned on at run time: a Python informer keeps receiving every object
-/// created over 3 s, across six cuts, two of which compact the history so its resume gets
-/// 410 Gone and it lists again.
+/// created over 7 s, across a dozen cuts. Halfway, 4 s pass with writes only in another
+/// namespace: a compaction keeps one interval (1.5 s) of history, so the informer's
+/// resourceVersion falls behind it, its resume gets 410 Gone and it lists again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_watch_keeps_receiving_events_across_watch_cuts() {
     if !present_or_skip(
@@ -313,17 +314,27 @@ async fn a_python_watch_keeps_receiving_events_across_watch_cuts() {
     assert_eq!(line.trim(), "listed", "{}", stderr_of(&mut child));
 
     faults.set("watch-cut", "500ms", true);
+    // Writes the informer does not watch, so a compaction leaves its resourceVersion behind.
+    let mut others = 0;
+    let mut other = async || {
+        others += 1;
+        elsewhere
+            .create(&PostParams::default(), &configmap(&format!("other-{others}")))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    };
     for i in 0..N {
         watched
             .create(&PostParams::default(), &configmap(&format!("cm-{i}")))
             .await
             .unwrap();
-        // A write the informer does not watch, so a compaction leaves its resourceVersion behind.
-        elsewhere
-            .create(&PostParams::default(), &configmap(&format!("other-{i}")))
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        other().await;
+        if i == N / 2 {
+            for _ in 0..25 {
+                other().await;
+            }
+        }
     }
     let cuts = *srv.state().watch_cut.borrow();
     let result = tokio::task::spawn_blocking(move || {

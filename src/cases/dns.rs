@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{PodDNSConfig, PodDNSConfigOption, Service};
 
 use crate::catalog::{Case, Kind};
-use crate::framework::services::{self, ServiceBuilder, service_fqdn};
+use crate::framework::services::{self, Lookup, ServiceBuilder, service_fqdn};
 use crate::framework::{CaseError, CaseResult, ContainerBuilder, Framework, PodBuilder, pod_ip, pod_node};
 use crate::os::Os;
 
@@ -131,7 +131,8 @@ pub(super) async fn expect_resolves(
     want: &str,
     what: String,
 ) -> CaseResult {
-    let lookup = f.nslookup_eventually(pod, os, name, DNS_PROPAGATION).await?;
+    let has = |l: &Lookup| l.addresses.iter().any(|a| a == want);
+    let lookup = f.nslookup_until(pod, os, name, DNS_PROPAGATION, has).await?;
     crate::ensure!(
         lookup.addresses.iter().any(|a| a == want),
         "{what}, got {:?}: {}",

@@ -673,6 +673,23 @@ impl Framework {
         name: &str,
         within: Duration,
     ) -> Result<Lookup, CaseError> {
+        self.nslookup_until(pod, os, name, within, Lookup::resolved).await
+    }
+
+    /// Repeats `nslookup <name>` in `pod` until the answer satisfies `done` or `within` passes;
+    /// returns the last lookup either way. A record that changed (an ExternalName's new target)
+    /// reaches the cluster DNS with a delay, so until then the old answer comes back.
+    ///
+    /// # Errors
+    /// When an exec fails.
+    pub async fn nslookup_until(
+        &self,
+        pod: &str,
+        os: Os,
+        name: &str,
+        within: Duration,
+        done: impl Fn(&Lookup) -> bool,
+    ) -> Result<Lookup, CaseError> {
         // One lookup can take seconds when no server answers (every search suffix times
         // out), so keep enough of the case time to report the last one.
         let deadline = Instant::now() + within.min(self.remaining().saturating_sub(LOOKUP_RESERVE));
@@ -680,7 +697,7 @@ impl Framework {
         loop {
             tick.tick().await;
             let lookup = self.nslookup(pod, os, name).await?;
-            if lookup.resolved() || Instant::now() >= deadline {
+            if done(&lookup) || Instant::now() >= deadline {
                 return Ok(lookup);
             }
         }

@@ -10,7 +10,7 @@
 //! opened with [`Resume::Relist`], lists again and delivers the difference from what was seen
 //! before, as a reflector does (coalesced, but nothing lost).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt::{self, Debug};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use futures::stream::BoxStream;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
 
 use super::{CaseError, Framework, render_kube_error};
 use crate::cluster::retry::{Trouble, backoff, journal};
@@ -75,19 +76,40 @@ pub enum Resume {
 }
 
 /// A label-selected watch of `K` that resumes after the server ends it.
+///
+/// A task of its own reads the stream and resumes it the moment it ends, as a reflector does,
+/// not when the case next asks for a notification: a case often writes for a while before it
+/// reads (upstream's watch cases create, update and relabel, then expect the events), and a
+/// watch left ended meanwhile would resume from a resourceVersion the server may have compacted
+/// by then. Notifications wait in a queue until the case reads them.
 pub struct EventWatch<K> {
-    api: Api<K>,
     selector: String,
-    resume: Resume,
-    rv: String,
-    stream: Option<BoxStream<'static, kube::Result<WatchEvent<K>>>>,
-    /// Objects seen alive, by name, for a relist's difference.
-    known: BTreeMap<String, K>,
-    queued: VecDeque<Notification<K>>,
+    rx: mpsc::UnboundedReceiver<Item<K>>,
+    driver: tokio::task::JoinHandle<()>,
     /// Every notification delivered so far, for failure messages.
     seen: Vec<String>,
     /// Whether a resume met 410 Gone under [`Resume::Exact`] (the history is lost).
     expired: bool,
+    /// Why the driver stopped, once it has (returned again on later reads).
+    ended: Option<String>,
+}
+
+impl<K> Drop for EventWatch<K> {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// What the driver hands the case.
+enum Item<K> {
+    Note(Notification<K>),
+    /// A resume met 410 under [`Resume::Exact`]: the server's message and the version asked for.
+    Expired {
+        message: String,
+        rv: String,
+    },
+    /// The server answered the watch (or a relist) with an error other than a cut.
+    Failed(String),
 }
 
 impl Framework {
@@ -114,25 +136,31 @@ impl Framework {
         };
         self.step(format!("watching with labels {selector} from resourceVersion {rv}"));
         // Opened now, as upstream's watch is: what happens from here on is the watch's to see.
-        // A failed first attempt is retried by the first `next`.
+        // A failed first attempt is retried by the driver.
         let stream = match open(api, selector, &rv).await {
             Ok(s) => Some(s),
             Err(e) => {
                 journal().record(Trouble::WatchRestart);
-                tracing::debug!(selector, error = %e, "watch failed to open; retrying on first read");
+                tracing::debug!(selector, error = %e, "watch failed to open; retrying");
                 None
             }
         };
-        Ok(EventWatch {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let driver = Driver {
             api: api.clone(),
             selector: selector.to_string(),
             resume,
             rv,
-            stream,
             known,
-            queued: VecDeque::new(),
+            tx,
+        };
+        Ok(EventWatch {
+            selector: selector.to_string(),
+            rx,
+            driver: tokio::spawn(driver.run(stream)),
             seen: Vec::new(),
             expired: false,
+            ended: None,
         })
     }
 }
@@ -148,106 +176,90 @@ where
     Ok((rv, known))
 }
 
-impl<K> EventWatch<K>
+type Stream<K> = BoxStream<'static, kube::Result<WatchEvent<K>>>;
+
+/// Reads one watch for an [`EventWatch`], resuming it whenever it ends.
+struct Driver<K> {
+    api: Api<K>,
+    selector: String,
+    resume: Resume,
+    /// The resourceVersion to resume from: the last one received.
+    rv: String,
+    /// Objects received alive, by name, for a relist's difference.
+    known: BTreeMap<String, K>,
+    tx: mpsc::UnboundedSender<Item<K>>,
+}
+
+impl<K> Driver<K>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
-    /// The next notification, or `None` when `within` passes without one.
-    ///
-    /// # Errors
-    /// When the server answers the watch with an error other than a cut, or (with
-    /// [`Resume::Exact`]) a resume with 410 Gone.
-    pub async fn next(&mut self, within: Duration) -> Result<Option<Notification<K>>, CaseError> {
-        let until = Instant::now() + within;
+    /// Runs until the watch fails for good or its [`EventWatch`] is dropped.
+    async fn run(mut self, mut stream: Option<Stream<K>>) {
         let mut failures = 0u32;
         loop {
-            if let Some(n) = self.queued.pop_front() {
-                return Ok(Some(self.deliver(n)));
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            let stream = match self.stream.as_mut() {
+            let current = match stream.as_mut() {
                 Some(s) => s,
                 None => match open(&self.api, &self.selector, &self.rv).await {
-                    Ok(s) => self.stream.insert(s),
+                    Ok(s) => stream.insert(s),
                     Err(e) => {
                         failures += 1;
                         journal().record(Trouble::WatchRestart);
                         tracing::debug!(selector = %self.selector, error = %e, "watch failed to open; retrying");
-                        pause(backoff(failures).min(left)).await;
+                        pause(backoff(failures)).await;
                         continue;
                     }
                 },
             };
-            let event = match tokio::time::timeout(left, stream.next()).await {
-                Err(_) => return Ok(None),
-                Ok(e) => e,
+            let event = tokio::select! {
+                () = self.tx.closed() => return,
+                e = current.next() => e,
             };
-            match event {
+            let item = match event {
                 // Ended (cut, timeout) or broken (reset, restart): resume from the last version.
                 None | Some(Err(_)) => {
                     journal().record(Trouble::WatchRestart);
-                    self.stream = None;
+                    stream = None;
+                    continue;
                 }
-                Some(Ok(WatchEvent::Bookmark(b))) => self.rv = b.metadata.resource_version,
+                Some(Ok(WatchEvent::Bookmark(b))) => {
+                    self.rv = b.metadata.resource_version;
+                    continue;
+                }
                 Some(Ok(WatchEvent::Error(status))) if status.code == 410 => {
-                    self.stream = None;
-                    self.expired(&status.message).await?;
+                    stream = None;
+                    if self.resume == Resume::Exact {
+                        let rv = self.rv.clone();
+                        let _ = self.tx.send(Item::Expired {
+                            message: status.message,
+                            rv,
+                        });
+                        return;
+                    }
+                    if let Err(e) = self.relist().await {
+                        let _ = self.tx.send(Item::Failed(e.to_string()));
+                        return;
+                    }
+                    continue;
                 }
                 Some(Ok(WatchEvent::Error(status))) => {
-                    return Err(CaseError::failed(format!(
+                    let _ = self.tx.send(Item::Failed(format!(
                         "the watch with labels {} answered an error: {} ({} {})",
                         self.selector, status.message, status.code, status.reason
                     )));
+                    return;
                 }
-                Some(Ok(WatchEvent::Added(o))) => self.queued.push_back(notification(EventType::Added, o)),
-                Some(Ok(WatchEvent::Modified(o))) => self.queued.push_back(notification(EventType::Modified, o)),
-                Some(Ok(WatchEvent::Deleted(o))) => self.queued.push_back(notification(EventType::Deleted, o)),
-            }
+                Some(Ok(WatchEvent::Added(o))) => notification(EventType::Added, o),
+                Some(Ok(WatchEvent::Modified(o))) => notification(EventType::Modified, o),
+                Some(Ok(WatchEvent::Deleted(o))) => notification(EventType::Deleted, o),
+            };
+            failures = 0;
+            self.receive(item);
         }
     }
 
-    /// A resume answered 410: fail, or relist and queue the difference.
-    async fn expired(&mut self, message: &str) -> Result<(), CaseError> {
-        if self.resume == Resume::Exact {
-            self.expired = true;
-            return Err(CaseError::failed(format!(
-                "the watch with labels {} could not go on from resourceVersion {}: the server compacted \
-                 its history ({message}); events delivered so far: {:?}",
-                self.selector, self.rv, self.seen
-            )));
-        }
-        tracing::debug!(selector = %self.selector, rv = %self.rv, "watch expired; listing again");
-        let (rv, now) = list_state(&self.api, &self.selector).await?;
-        for (name, old) in &self.known {
-            if !now.contains_key(name) {
-                self.queued.push_back(notification(EventType::Deleted, old.clone()));
-            }
-        }
-        for (name, obj) in &now {
-            match self.known.get(name) {
-                None => self.queued.push_back(notification(EventType::Added, obj.clone())),
-                Some(old) if old.resource_version() != obj.resource_version() => {
-                    self.queued.push_back(notification(EventType::Modified, obj.clone()));
-                }
-                Some(_) => {}
-            }
-        }
-        self.rv = rv;
-        Ok(())
-    }
-
-    /// Whether the server compacted the history this [`Resume::Exact`] watch needed: a case that
-    /// can start over (with new watches from a new resourceVersion) may do so, as upstream's
-    /// callers of client-go's `RetryWatcher` do when it reports the same.
-    pub fn history_lost(&self) -> bool {
-        self.expired
-    }
-
-    /// Records a notification as seen and hands it out.
-    fn deliver(&mut self, n: Notification<K>) -> Notification<K> {
+    /// Notes a received notification (its version, the objects alive) and queues it.
+    fn receive(&mut self, n: Notification<K>) {
         let rv = n.resource_version();
         if !rv.is_empty() {
             self.rv = rv;
@@ -260,8 +272,79 @@ where
                 self.known.insert(n.object.name_any(), n.object.clone());
             }
         }
-        self.seen.push(n.describe());
-        n
+        let _ = self.tx.send(Item::Note(n));
+    }
+
+    /// After 410 under [`Resume::Relist`]: lists again and queues the difference from what was
+    /// received before, as a reflector does (coalesced, but nothing lost).
+    async fn relist(&mut self) -> Result<(), CaseError> {
+        tracing::debug!(selector = %self.selector, rv = %self.rv, "watch expired; listing again");
+        let (rv, now) = list_state(&self.api, &self.selector).await?;
+        let mut diff = Vec::new();
+        for (name, old) in &self.known {
+            if !now.contains_key(name) {
+                diff.push(notification(EventType::Deleted, old.clone()));
+            }
+        }
+        for (name, obj) in &now {
+            match self.known.get(name) {
+                None => diff.push(notification(EventType::Added, obj.clone())),
+                Some(old) if old.resource_version() != obj.resource_version() => {
+                    diff.push(notification(EventType::Modified, obj.clone()));
+                }
+                Some(_) => {}
+            }
+        }
+        for n in diff {
+            self.receive(n);
+        }
+        self.rv = rv;
+        Ok(())
+    }
+}
+
+impl<K> EventWatch<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+{
+    /// The next notification, or `None` when `within` passes without one.
+    ///
+    /// # Errors
+    /// When the server answered the watch with an error other than a cut, or (with
+    /// [`Resume::Exact`]) a resume with 410 Gone.
+    pub async fn next(&mut self, within: Duration) -> Result<Option<Notification<K>>, CaseError> {
+        if let Some(why) = &self.ended {
+            return Err(CaseError::failed(why.clone()));
+        }
+        let item = match tokio::time::timeout(within, self.rx.recv()).await {
+            Err(_) => return Ok(None),
+            Ok(item) => item,
+        };
+        let why = match item {
+            Some(Item::Note(n)) => {
+                self.seen.push(n.describe());
+                return Ok(Some(n));
+            }
+            Some(Item::Expired { message, rv }) => {
+                self.expired = true;
+                format!(
+                    "the watch with labels {} could not go on from resourceVersion {rv}: the server compacted \
+                     its history ({message}); events delivered so far: {:?}",
+                    self.selector, self.seen
+                )
+            }
+            Some(Item::Failed(why)) => why,
+            None => format!("the watch with labels {} stopped", self.selector),
+        };
+        self.ended = Some(why.clone());
+        Err(CaseError::failed(why))
+    }
+
+    /// Whether the server compacted the history this [`Resume::Exact`] watch needed: a case that
+    /// can start over (with new watches from a new resourceVersion) may do so, as upstream's
+    /// callers of client-go's `RetryWatcher` do when it reports the same.
+    pub fn history_lost(&self) -> bool {
+        self.expired
     }
 
     /// Waits up to `within` for a `kind` notification whose object satisfies `matches`
@@ -324,11 +407,7 @@ where
 }
 
 /// Starts a watch of `api` with labels `selector` from resourceVersion `rv`.
-async fn open<K>(
-    api: &Api<K>,
-    selector: &str,
-    rv: &str,
-) -> Result<BoxStream<'static, kube::Result<WatchEvent<K>>>, String>
+async fn open<K>(api: &Api<K>, selector: &str, rv: &str) -> Result<Stream<K>, String>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {

@@ -158,4 +158,9 @@ impl AppState {
     pub fn compact(&self) {
         self.store.compact();
     }
+
+    /// Drops the watch history up to `rv` (see [`Store::compact_to`]).
+    pub fn compact_to(&self, rv: u64) {
+        self.store.compact_to(rv);
+    }
 }

@@ -329,9 +329,18 @@ impl Store {
     /// Drops the whole watch history, so any watch resuming from an older resourceVersion gets
     /// 410 Gone (fault injection; upstream compaction does the same).
     pub fn compact(&self) {
+        let rv = self.current_rv();
+        self.compact_to(rv);
+    }
+
+    /// Drops the history up to and including `rv`: a watch may still start at `rv` or later,
+    /// one from before it gets 410 Gone. Never moves the compacted point back.
+    pub fn compact_to(&self, rv: u64) {
         let mut g = self.lock();
-        g.history.clear();
-        g.compacted = g.rv;
+        while g.history.front().is_some_and(|c| c.rv <= rv) {
+            g.history.pop_front();
+        }
+        g.compacted = g.compacted.max(rv.min(g.rv));
     }
 
     /// Every storage key that has objects (for namespace content checks).
@@ -420,6 +429,16 @@ mod tests {
         assert!(s.watch_from(first).is_err());
         let (replay, _) = s.watch_from(s.current_rv() - 2).unwrap();
         assert_eq!(replay.len(), 2);
+        let mid = s.current_rv() - 1;
+        s.compact_to(mid);
+        assert!(s.watch_from(mid - 1).is_err());
+        assert_eq!(
+            s.watch_from(mid).unwrap().0.len(),
+            1,
+            "the change after the point stays"
+        );
+        s.compact_to(1);
+        assert!(s.watch_from(mid - 1).is_err(), "compaction never moves back");
         s.compact();
         assert!(s.watch_from(s.current_rv() - 1).is_err());
         assert!(s.watch_from(s.current_rv()).is_ok());

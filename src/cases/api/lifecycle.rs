@@ -125,7 +125,9 @@ async fn limitrange_collection(f: &Framework) -> CaseResult {
     let namespaces: Api<Namespace> = f.api_all();
     let second = Namespace {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{}second-", f.ns())),
+            // Named here, not generated: a create whose answer a broken connection lost can be
+            // sent again (409 then means it was stored).
+            name: Some(format!("{}-second", f.ns())),
             labels: Some(namespace_labels(&f.run().run_id, f.case_name())),
             ..Default::default()
         },

