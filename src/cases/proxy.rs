@@ -24,7 +24,9 @@ pub fn cases() -> Vec<Case> {
 const PORTS: [(u16, u16, &str); 2] = [(160, 80, "foo"), (162, 81, "bar")];
 
 /// How long the proxied requests may take to succeed after the pod is ready.
-const PROPAGATION: Duration = Duration::from_secs(30);
+const PROPAGATION: Duration = Duration::from_secs(60);
+/// How long one proxied request may take; the round is repeated within [`PROPAGATION`].
+const ATTEMPT: Duration = Duration::from_secs(10);
 
 /// Every proxied request of [`PORTS`] through the pod and the service proxy; one line per
 /// request that did not return its body.
@@ -32,11 +34,11 @@ async fn proxied_failures(f: &Framework, svc: &str) -> Vec<String> {
     let mut failed = Vec::new();
     for (container_port, service_port, body) in PORTS {
         let via_pod = f
-            .pod_proxy_get("proxy-service-pod", container_port, "/")
+            .proxy_get_within("pods", "proxy-service-pod", container_port, "/", ATTEMPT)
             .await
             .map_err(|e| e.to_string());
         let via_service = f
-            .service_proxy_get(svc, service_port, "/")
+            .proxy_get_within("services", svc, service_port, "/", ATTEMPT)
             .await
             .map_err(|e| e.to_string());
         for (how, got) in [

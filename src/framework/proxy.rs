@@ -68,6 +68,26 @@ impl Framework {
         }
     }
 
+    /// A proxied GET of `kind` (`pods`, `services`) `name:port` in the case namespace, whose
+    /// body counts only with a 2xx status, given up after `timeout`: for cases that repeat their
+    /// requests themselves, so one stuck behind the client's retries of a 503 (a Service whose
+    /// endpoints are briefly not ready answers "no endpoints available") does not use up their
+    /// window.
+    ///
+    /// # Errors
+    /// When the request fails, answers outside 2xx or times out.
+    pub async fn proxy_get_within(
+        &self,
+        kind: &str,
+        name: &str,
+        port: u16,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<String, CaseError> {
+        self.proxy_get(proxy_path(kind, Some(self.ns()), name, Some(port), path), timeout)
+            .await
+    }
+
     /// A proxied GET whose body counts only with a 2xx status.
     async fn proxy_get(&self, path: String, timeout: Duration) -> Result<String, CaseError> {
         let answer = self.proxy_answer(path.clone(), timeout).await?;

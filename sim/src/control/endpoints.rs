@@ -388,13 +388,8 @@ async fn sync_slices(ctx: &Ctx, cache: &Informer<EndpointSlice>, svc: &Service, 
             }
         }
     }
-    for extra in existing {
-        match api.delete(&extra.name_any(), &DeleteParams::default()).await {
-            Ok(_) | Err(kube::Error::Api(_)) => {}
-            Err(e) => return Err(e).ctx("delete", || format!("endpointslice {ns}/{}", extra.name_any())),
-        }
-    }
-    Ok(())
+    let extra: Vec<String> = existing.iter().map(|s| s.name_any()).collect();
+    super::writes::delete_extra(&api, extra, |n| format!("endpointslice {ns}/{n}")).await
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -189,13 +189,8 @@ async fn sync(
             }
         }
     }
-    for extra in existing {
-        match api.delete(&extra.name_any(), &DeleteParams::default()).await {
-            Ok(_) | Err(kube::Error::Api(_)) => {}
-            Err(e) => return Err(e).ctx("delete", || format!("mirrored endpointslice {ns}/{}", extra.name_any())),
-        }
-    }
-    Ok(())
+    let extra: Vec<String> = existing.iter().map(|s| s.name_any()).collect();
+    super::writes::delete_extra(&api, extra, |n| format!("mirrored endpointslice {ns}/{n}")).await
 }
 
 #[cfg(test)]

@@ -98,6 +98,27 @@ pub(crate) async fn delete_owned_pod<K: Resource<DynamicType = ()>>(
     }
 }
 
+/// Deletes each of `extra` (objects a pass found it no longer wants, such as EndpointSlices of
+/// a port set that changed); one already gone is no error, any other failure is, so the pass is
+/// retried. A failure reads "failed to delete OBJECT".
+pub(crate) async fn delete_extra<K>(
+    api: &Api<K>,
+    extra: impl IntoIterator<Item = String>,
+    object: impl Fn(&str) -> String,
+) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    for name in extra {
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e).ctx("delete", || object(&name)),
+        }
+    }
+    Ok(())
+}
+
 /// Merge-patches the status subresource of `name` with `status`: how every controller publishes
 /// what a pass computed (callers first check that it differs from the stored status). A failure
 /// reads "failed to patch status of OBJECT".
