@@ -30,13 +30,15 @@ pub fn with_transient_note(mut message: String, since: Instant) -> String {
 pub const WATCHES_RESUME: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl super::Framework {
-    /// Whether the API server was unreachable at some point since `since`. A check that depends
-    /// on a component having *watched* a change (a kubelet's service list, which feeds the
-    /// service environment variables of new pods) can miss it for reasons outside the product
-    /// while the watches reconnect after an outage; such a case may try once more after
-    /// [`Framework::settle_after_outage`], saying why.
+    /// Whether the API server was unreachable at some point since `since`, or shortly before
+    /// it (within [`WATCHES_RESUME`]: the cluster's watches may still have been reconnecting
+    /// when the case began). A check that depends on a component having *watched* a change (a
+    /// kubelet's service list, which feeds the service environment variables of new pods) can
+    /// miss it for reasons outside the product while the watches reconnect after an outage;
+    /// such a case may try once more after [`Framework::settle_after_outage`], saying why.
     pub fn api_outage_since(&self, since: Instant) -> bool {
-        crate::cluster::retry::journal().outage_since(since).is_some()
+        let from = since.checked_sub(WATCHES_RESUME).unwrap_or(since);
+        crate::cluster::retry::journal().outage_since(from).is_some()
     }
 
     /// Waits until [`WATCHES_RESUME`] has passed since the last API server outage ended (no
