@@ -77,7 +77,7 @@ pub enum Resume {
 /// A label-selected watch of `K` that resumes after the server ends it.
 pub struct EventWatch<K> {
     api: Api<K>,
-    selector: String,
+    selector: Selector,
     resume: Resume,
     rv: String,
     stream: Option<BoxStream<'static, kube::Result<WatchEvent<K>>>>,
@@ -88,6 +88,39 @@ pub struct EventWatch<K> {
     seen: Vec<String>,
     /// Whether a resume met 410 Gone under [`Resume::Exact`] (the history is lost).
     expired: bool,
+}
+
+/// What a watch selects on: a label selector, or a field selector (upstream's CRD watch
+/// selects `metadata.name=NAME`).
+#[derive(Debug, Clone)]
+enum Selector {
+    Labels(String),
+    Fields(String),
+}
+
+impl Selector {
+    fn apply_list(&self, p: ListParams) -> ListParams {
+        match self {
+            Selector::Labels(s) => p.labels(s),
+            Selector::Fields(s) => p.fields(s),
+        }
+    }
+
+    fn apply_watch(&self, p: WatchParams) -> WatchParams {
+        match self {
+            Selector::Labels(s) => p.labels(s),
+            Selector::Fields(s) => p.fields(s),
+        }
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Selector::Labels(s) => write!(f, "labels {s}"),
+            Selector::Fields(s) => write!(f, "fields {s}"),
+        }
+    }
 }
 
 impl Framework {
@@ -108,24 +141,56 @@ impl Framework {
     where
         K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     {
+        self.open_event_watch(api, Selector::Labels(selector.to_string()), from, resume)
+            .await
+    }
+
+    /// [`Framework::watch_events`] with a field selector (`metadata.name=NAME`) instead of a
+    /// label selector, from now.
+    ///
+    /// # Errors
+    /// When the first list fails.
+    pub async fn watch_events_by_fields<K>(
+        &self,
+        api: &Api<K>,
+        fields: &str,
+        resume: Resume,
+    ) -> Result<EventWatch<K>, CaseError>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    {
+        self.open_event_watch(api, Selector::Fields(fields.to_string()), None, resume)
+            .await
+    }
+
+    async fn open_event_watch<K>(
+        &self,
+        api: &Api<K>,
+        selector: Selector,
+        from: Option<&str>,
+        resume: Resume,
+    ) -> Result<EventWatch<K>, CaseError>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    {
         let (rv, known) = match from {
             Some(rv) => (rv.to_string(), BTreeMap::new()),
-            None => list_state(api, selector).await?,
+            None => list_state(api, &selector).await?,
         };
-        self.step(format!("watching with labels {selector} from resourceVersion {rv}"));
+        self.step(format!("watching with {selector} from resourceVersion {rv}"));
         // Opened now, as upstream's watch is: what happens from here on is the watch's to see.
         // A failed first attempt is retried by the first `next`.
-        let stream = match open(api, selector, &rv).await {
+        let stream = match open(api, &selector, &rv).await {
             Ok(s) => Some(s),
             Err(e) => {
                 journal().record(Trouble::WatchRestart);
-                tracing::debug!(selector, error = %e, "watch failed to open; retrying on first read");
+                tracing::debug!(%selector, error = %e, "watch failed to open; retrying on first read");
                 None
             }
         };
         Ok(EventWatch {
             api: api.clone(),
-            selector: selector.to_string(),
+            selector,
             resume,
             rv,
             stream,
@@ -138,11 +203,11 @@ impl Framework {
 }
 
 /// The resourceVersion of a list with `selector` and the objects it held, by name.
-async fn list_state<K>(api: &Api<K>, selector: &str) -> Result<(String, BTreeMap<String, K>), CaseError>
+async fn list_state<K>(api: &Api<K>, selector: &Selector) -> Result<(String, BTreeMap<String, K>), CaseError>
 where
     K: Resource + Clone + Debug + DeserializeOwned,
 {
-    let list = api.list(&ListParams::default().labels(selector)).await?;
+    let list = api.list(&selector.apply_list(ListParams::default())).await?;
     let rv = list.metadata.resource_version.unwrap_or_default();
     let known = list.items.into_iter().map(|o| (o.name_any(), o)).collect();
     Ok((rv, known))
@@ -198,7 +263,7 @@ where
                 }
                 Some(Ok(WatchEvent::Error(status))) => {
                     return Err(CaseError::failed(format!(
-                        "the watch with labels {} answered an error: {} ({} {})",
+                        "the watch with {} answered an error: {} ({} {})",
                         self.selector, status.message, status.code, status.reason
                     )));
                 }
@@ -214,7 +279,7 @@ where
         if self.resume == Resume::Exact {
             self.expired = true;
             return Err(CaseError::failed(format!(
-                "the watch with labels {} could not go on from resourceVersion {}: the server compacted \
+                "the watch with {} could not go on from resourceVersion {}: the server compacted \
                  its history ({message}); events delivered so far: {:?}",
                 self.selector, self.rv, self.seen
             )));
@@ -284,7 +349,7 @@ where
                 Some(_) => {}
                 None => {
                     return Err(CaseError::failed(format!(
-                        "the watch with labels {} delivered no {kind} notification for {what} within {within:?}; \
+                        "the watch with {} delivered no {kind} notification for {what} within {within:?}; \
                          it delivered {:?}",
                         self.selector, self.seen
                     )));
@@ -311,7 +376,7 @@ where
             match self.next(left).await? {
                 Some(n) if n.kind == kind && matches(&n.object) => {
                     return Err(CaseError::failed(format!(
-                        "the watch with labels {} delivered {} for {what}, which it must not see",
+                        "the watch with {} delivered {} for {what}, which it must not see",
                         self.selector,
                         n.describe()
                     )));
@@ -323,16 +388,16 @@ where
     }
 }
 
-/// Starts a watch of `api` with labels `selector` from resourceVersion `rv`.
+/// Starts a watch of `api` with `selector` from resourceVersion `rv`.
 async fn open<K>(
     api: &Api<K>,
-    selector: &str,
+    selector: &Selector,
     rv: &str,
 ) -> Result<BoxStream<'static, kube::Result<WatchEvent<K>>>, String>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
-    let params = WatchParams::default().labels(selector);
+    let params = selector.apply_watch(WatchParams::default());
     let stream = api.watch(&params, rv).await.map_err(|e| render_kube_error(&e))?;
     Ok(stream.boxed())
 }

@@ -113,7 +113,11 @@ async fn dispatch(State(st): State<AppState>, req: Request) -> Response {
 async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
     let path = req.uri().path().to_string();
     let raw_query = req.uri().query().map(String::from);
-    let q: Query = route::query_map(raw_query.as_deref());
+    let mut q: Query = route::query_map(raw_query.as_deref());
+    // `field-validation-ignored`: every write is decoded as with fieldValidation=Ignore.
+    if st.cfg.faults.is_on("field-validation-ignored") {
+        q.insert("fieldValidation".into(), "Ignore".into());
+    }
     let method = req.method().clone();
     let headers = req.headers().clone();
     let get_only = |m: &Method| {
@@ -299,6 +303,12 @@ async fn resource(
             verb_ok("patch")?;
             refuse_strategic_for_custom(def, headers)?;
             if is_apply(headers) {
+                // `apply-unsupported`: an API server without server-side apply knows no such patch.
+                if st.cfg.faults.is_on("apply-unsupported") {
+                    return Err(ApiError::unsupported_media_type(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
+                    ));
+                }
                 return objects::apply_patch(st, t, q, headers, body).await;
             }
             objects::patch_object(st, t, q, headers, body).await
