@@ -139,8 +139,10 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         name: "admission-off",
-        arg: Arg::Value("LimitRanger|ResourceQuota|ServiceAccount|MutatingAdmissionWebhook|ValidatingAdmissionWebhook"),
-        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume, no mutating or validating admission webhook calls)",
+        arg: Arg::Value(
+            "LimitRanger|ResourceQuota|ServiceAccount|MutatingAdmissionWebhook|ValidatingAdmissionWebhook|ValidatingAdmissionPolicy",
+        ),
+        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume, no mutating or validating admission webhook calls, no ValidatingAdmissionPolicy enforcement)",
     },
     Switch {
         name: "webhook-timeout-ignored",

@@ -4,7 +4,7 @@
 //! version (discovery.go, server_version.go, aggregated_discovery.go), LIST chunking and Table negotiation (chunking.go,
 //! table_conversion.go), server-side field validation (field_validation.go), ResourceQuota
 //! (resource_quota.go, with the older quota cases in `cases::policy`) and API priority and
-//! fairness objects (flowcontrol.go).
+//! fairness objects (flowcontrol.go), ValidatingAdmissionPolicy (validatingadmissionpolicy.go).
 //!
 //! The webhook server runs on the target OS (agnhost is built for Windows too); what the cases
 //! check is the API server's dispatch to it, the same on both OSes.
@@ -21,6 +21,8 @@ mod lists;
 mod patching;
 mod quota;
 mod quota_api;
+mod vap;
+mod vap_api;
 mod watch;
 mod webhook;
 
@@ -36,6 +38,8 @@ pub fn cases() -> Vec<Case> {
     cases.extend(crd_defaulting::cases());
     cases.extend(field_validation::cases());
     cases.extend(aggregated_discovery::cases());
+    cases.extend(vap::cases());
+    cases.extend(vap_api::cases());
     cases.extend(watch::cases());
     cases.extend(api_surface::cases());
     cases.extend(lists::cases());
