@@ -510,6 +510,12 @@ pub const SWITCHES: &[Switch] = &[
                  CRD handler's updates; the per-group documents still do",
     },
     Switch {
+        name: "openapi-stale",
+        arg: Arg::None,
+        breaks: "the OpenAPI v3 documents never publish custom resources (an OpenAPI controller that missed the \
+                 CRD handler's updates): their group-version documents answer 404 and the index leaves them out",
+    },
+    Switch {
         name: "group-undiscovered",
         arg: Arg::Value("GROUP"),
         breaks: "the API group is left out of /apis and aggregated discovery and its group documents answer 404, \
