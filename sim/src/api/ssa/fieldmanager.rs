@@ -476,8 +476,8 @@ mod tests {
 
     #[test]
     fn a_repeated_yaml_key_keeps_the_last_value_and_is_named_with_its_line() {
-        let body = b"\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  foo: x\n  foo: y\n";
-        assert_eq!(parse_apply_body(body).unwrap()["data"]["foo"], "y");
+        let body = b"\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  foo: first\n  foo: second\n";
+        assert_eq!(parse_apply_body(body).unwrap()["data"]["foo"], "second");
         assert_eq!(
             strict_yaml_error(body).as_deref(),
             Some("error converting YAML to JSON: yaml: unmarshal errors:\n  line 8: key \"foo\" already set in map")
