@@ -238,8 +238,16 @@ where
 
     f.step(format!("creating three {plural}"));
     let mut created = Vec::new();
-    for _ in 0..3 {
-        created.push(api.create(&PostParams::default(), &shape.template).await?);
+    for i in 0..3 {
+        // Upstream's template has a generateName; a create whose answer is lost cannot be sent
+        // again (a second object would be made), so each gets the name the server would have
+        // generated from it, unique to the case, and a lost answer is read back.
+        let mut obj = shape.template.clone();
+        let meta = obj.meta_mut();
+        if let Some(prefix) = meta.generate_name.take() {
+            meta.name = Some(format!("{prefix}{}-{i}", f.ns()));
+        }
+        created.push(api.create(&PostParams::default(), &obj).await?);
     }
     let target = created.pop().expect("three were created");
     let name = target.name_any();
