@@ -112,6 +112,39 @@ enum Item<K> {
     Failed(String),
 }
 
+/// What a watch selects on: a label selector, or a field selector (upstream's CRD watch
+/// selects `metadata.name=NAME`).
+#[derive(Debug, Clone)]
+enum Selector {
+    Labels(String),
+    Fields(String),
+}
+
+impl Selector {
+    fn apply_list(&self, p: ListParams) -> ListParams {
+        match self {
+            Selector::Labels(s) => p.labels(s),
+            Selector::Fields(s) => p.fields(s),
+        }
+    }
+
+    fn apply_watch(&self, p: WatchParams) -> WatchParams {
+        match self {
+            Selector::Labels(s) => p.labels(s),
+            Selector::Fields(s) => p.fields(s),
+        }
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Selector::Labels(s) => write!(f, "labels {s}"),
+            Selector::Fields(s) => write!(f, "fields {s}"),
+        }
+    }
+}
+
 impl Framework {
     /// Opens a watch of `K` through `api` with label selector `selector`, from `from` (a
     /// resourceVersion) or, with `None`, from now: a list with the selector gives the starting
@@ -130,25 +163,57 @@ impl Framework {
     where
         K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
     {
+        self.open_event_watch(api, Selector::Labels(selector.to_string()), from, resume)
+            .await
+    }
+
+    /// [`Framework::watch_events`] with a field selector (`metadata.name=NAME`) instead of a
+    /// label selector, from now.
+    ///
+    /// # Errors
+    /// When the first list fails.
+    pub async fn watch_events_by_fields<K>(
+        &self,
+        api: &Api<K>,
+        fields: &str,
+        resume: Resume,
+    ) -> Result<EventWatch<K>, CaseError>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    {
+        self.open_event_watch(api, Selector::Fields(fields.to_string()), None, resume)
+            .await
+    }
+
+    async fn open_event_watch<K>(
+        &self,
+        api: &Api<K>,
+        selector: Selector,
+        from: Option<&str>,
+        resume: Resume,
+    ) -> Result<EventWatch<K>, CaseError>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+    {
         let (rv, known) = match from {
             Some(rv) => (rv.to_string(), BTreeMap::new()),
-            None => list_state(api, selector).await?,
+            None => list_state(api, &selector).await?,
         };
-        self.step(format!("watching with labels {selector} from resourceVersion {rv}"));
+        self.step(format!("watching with {selector} from resourceVersion {rv}"));
         // Opened now, as upstream's watch is: what happens from here on is the watch's to see.
         // A failed first attempt is retried by the driver.
-        let stream = match open(api, selector, &rv).await {
+        let stream = match open(api, &selector, &rv).await {
             Ok(s) => Some(s),
             Err(e) => {
                 journal().record(Trouble::WatchRestart);
-                tracing::debug!(selector, error = %e, "watch failed to open; retrying");
+                tracing::debug!(%selector, error = %e, "watch failed to open; retrying");
                 None
             }
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let driver = Driver {
             api: api.clone(),
-            selector: selector.to_string(),
+            selector: selector.clone(),
             resume,
             rv,
             known,
@@ -166,11 +231,11 @@ impl Framework {
 }
 
 /// The resourceVersion of a list with `selector` and the objects it held, by name.
-async fn list_state<K>(api: &Api<K>, selector: &str) -> Result<(String, BTreeMap<String, K>), CaseError>
+async fn list_state<K>(api: &Api<K>, selector: &Selector) -> Result<(String, BTreeMap<String, K>), CaseError>
 where
     K: Resource + Clone + Debug + DeserializeOwned,
 {
-    let list = api.list(&ListParams::default().labels(selector)).await?;
+    let list = api.list(&selector.apply_list(ListParams::default())).await?;
     let rv = list.metadata.resource_version.unwrap_or_default();
     let known = list.items.into_iter().map(|o| (o.name_any(), o)).collect();
     Ok((rv, known))
@@ -181,7 +246,7 @@ type Stream<K> = BoxStream<'static, kube::Result<WatchEvent<K>>>;
 /// Reads one watch for an [`EventWatch`], resuming it whenever it ends.
 struct Driver<K> {
     api: Api<K>,
-    selector: String,
+    selector: Selector,
     resume: Resume,
     /// The resourceVersion to resume from: the last one received.
     rv: String,
@@ -244,7 +309,7 @@ where
                 }
                 Some(Ok(WatchEvent::Error(status))) => {
                     let _ = self.tx.send(Item::Failed(format!(
-                        "the watch with labels {} answered an error: {} ({} {})",
+                        "the watch with {} answered an error: {} ({} {})",
                         self.selector, status.message, status.code, status.reason
                     )));
                     return;
@@ -328,13 +393,13 @@ where
             Some(Item::Expired { message, rv }) => {
                 self.expired = true;
                 format!(
-                    "the watch with labels {} could not go on from resourceVersion {rv}: the server compacted \
+                    "the watch with {} could not go on from resourceVersion {rv}: the server compacted \
                      its history ({message}); events delivered so far: {:?}",
                     self.selector, self.seen
                 )
             }
             Some(Item::Failed(why)) => why,
-            None => format!("the watch with labels {} stopped", self.selector),
+            None => format!("the watch with {} stopped", self.selector),
         };
         self.ended = Some(why.clone());
         Err(CaseError::failed(why))
@@ -367,7 +432,7 @@ where
                 Some(_) => {}
                 None => {
                     return Err(CaseError::failed(format!(
-                        "the watch with labels {} delivered no {kind} notification for {what} within {within:?}; \
+                        "the watch with {} delivered no {kind} notification for {what} within {within:?}; \
                          it delivered {:?}",
                         self.selector, self.seen
                     )));
@@ -394,7 +459,7 @@ where
             match self.next(left).await? {
                 Some(n) if n.kind == kind && matches(&n.object) => {
                     return Err(CaseError::failed(format!(
-                        "the watch with labels {} delivered {} for {what}, which it must not see",
+                        "the watch with {} delivered {} for {what}, which it must not see",
                         self.selector,
                         n.describe()
                     )));
@@ -407,11 +472,11 @@ where
 }
 
 /// Starts a watch of `api` with labels `selector` from resourceVersion `rv`.
-async fn open<K>(api: &Api<K>, selector: &str, rv: &str) -> Result<Stream<K>, String>
+async fn open<K>(api: &Api<K>, selector: &Selector, rv: &str) -> Result<Stream<K>, String>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
-    let params = WatchParams::default().labels(selector);
+    let params = selector.apply_watch(WatchParams::default());
     let stream = api.watch(&params, rv).await.map_err(|e| render_kube_error(&e))?;
     Ok(stream.boxed())
 }

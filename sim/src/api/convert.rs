@@ -145,6 +145,11 @@ pub fn from_storage(def: &ResourceDef, obj: Value) -> Value {
         m.insert("apiVersion".into(), json!(def.api_version()));
         m.insert("kind".into(), json!(def.kind));
     }
+    // Upstream defaults custom objects when decoding them from storage too, so a default added
+    // to the schema shows on objects stored before it (without being written back).
+    if let Some(custom) = def.custom.filter(|c| c.default_on_read) {
+        super::crd::defaults::apply(&custom.schema, &mut v);
+    }
     super::zero::fill(def, &mut v);
     v
 }

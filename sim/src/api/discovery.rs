@@ -265,6 +265,14 @@ pub fn aggregated_in(defs: &[&'static ResourceDef], legacy: bool, version: &str)
 /// Serves `/api` or `/apis`, aggregated when asked.
 pub fn root(st: &AppState, defs: &[&'static ResourceDef], legacy: bool, headers: &HeaderMap) -> Response {
     if let Some(v) = aggregated_version(headers) {
+        // `aggregated-discovery-stale`: the aggregated documents never learn of custom resources.
+        let built_in: Vec<&'static ResourceDef>;
+        let defs = if st.cfg.faults.is_on("aggregated-discovery-stale") {
+            built_in = defs.iter().copied().filter(|d| d.custom.is_none()).collect();
+            &built_in[..]
+        } else {
+            defs
+        };
         let body = aggregated_in(defs, legacy, v).to_string();
         let ct = format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList");
         return (

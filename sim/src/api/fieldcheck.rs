@@ -76,12 +76,26 @@ pub fn decode(def: &ResourceDef, body: &[u8], headers: &HeaderMap, q: &Query) ->
             )));
         }
     };
-    let mut problems = Vec::new();
-    if base == "application/json" || base.is_empty() {
-        problems.extend(duplicates(body).into_iter().map(|p| format!("duplicate field {p:?}")));
-    }
+    // Upstream's strict JSON decoder reports unknown and duplicate fields as it meets them, so
+    // the problems are ordered by where they occur in the body.
+    let keys = if base == "application/json" || base.is_empty() {
+        key_order(body)
+    } else {
+        Vec::new()
+    };
+    let mut problems: Vec<(usize, String)> = keys
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, repeated))| *repeated)
+        .map(|(i, (p, _))| (i, format!("duplicate field {p:?}")))
+        .collect();
     let (value, unknown) = prune(def, value)?;
-    problems.extend(unknown.into_iter().map(|p| format!("unknown field {p:?}")));
+    problems.extend(unknown.into_iter().map(|p| {
+        let at = keys.iter().position(|(k, _)| *k == p).unwrap_or(usize::MAX);
+        (at, format!("unknown field {p:?}"))
+    }));
+    problems.sort_by_key(|(at, _)| *at);
+    let problems: Vec<String> = problems.into_iter().map(|(_, p)| p).collect();
     Ok(Decoded {
         value,
         warnings: report(mode, problems)?,
@@ -177,6 +191,19 @@ fn roundtrip(def: &ResourceDef, v: &Value) -> Option<Result<Value, serde_json::E
     }
 }
 
+/// The paths of the fields of custom object `v` that its schema does not declare (nor keeps
+/// as unknown): what server-side apply refuses for a custom kind, whose type it builds from
+/// the schema. Empty for built-in kinds.
+///
+/// # Errors
+/// When `v.metadata` is not an ObjectMeta.
+pub fn undeclared(def: &ResourceDef, v: &Value) -> ApiResult<Vec<String>> {
+    if def.custom.is_none() {
+        return Ok(Vec::new());
+    }
+    Ok(prune(def, v.clone())?.1)
+}
+
 /// Drops unknown fields, returning their paths. A body the type cannot hold because a
 /// required field is missing is returned unpruned: validation answers that with a 422, as
 /// upstream does; any other type mismatch is a 400, as upstream's decoder answers.
@@ -245,6 +272,15 @@ fn keep_known(input: &Value, typed: &Value, path: &str, unknown: &mut Vec<String
 
 /// Paths of keys that appear twice in one JSON object.
 pub fn duplicates(body: &[u8]) -> Vec<String> {
+    key_order(body)
+        .into_iter()
+        .filter_map(|(p, repeated)| repeated.then_some(p))
+        .collect()
+}
+
+/// Every key of a JSON body in document order, by path, each marked whether it repeats a key
+/// already seen in its object.
+fn key_order(body: &[u8]) -> Vec<(String, bool)> {
     let found = RefCell::new(Vec::new());
     let mut de = serde_json::Deserializer::from_slice(body);
     // Malformed JSON was already rejected by the caller's parse.
@@ -258,7 +294,7 @@ pub fn duplicates(body: &[u8]) -> Vec<String> {
 
 struct Dup<'a> {
     path: String,
-    found: &'a RefCell<Vec<String>>,
+    found: &'a RefCell<Vec<(String, bool)>>,
 }
 
 impl<'de> DeserializeSeed<'de> for Dup<'_> {
@@ -281,9 +317,8 @@ impl<'de> Visitor<'de> for Dup<'_> {
             } else {
                 format!("{}.{k}", self.path)
             };
-            if !seen.insert(k) {
-                self.found.borrow_mut().push(p.clone());
-            }
+            let repeated = !seen.insert(k);
+            self.found.borrow_mut().push((p.clone(), repeated));
             map.next_value_seed(Dup {
                 path: p,
                 found: self.found,
@@ -371,5 +406,17 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code, 400);
+    }
+
+    #[test]
+    fn problems_come_in_the_order_of_the_body() {
+        let def = find("apps", "v1", "deployments").unwrap();
+        let body = br#"{"metadata":{"name":"d"},"spec":{"unknownField":"foo","replicas":2,"replicas":3,
+            "selector":{"matchLabels":{"a":"b"}},"template":{"spec":{"containers":[{"name":"c","image":"i"}]}}}}"#;
+        let e = decode(def, body, &HeaderMap::new(), &q("Strict")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "strict decoding error: unknown field \"spec.unknownField\", duplicate field \"spec.replicas\""
+        );
     }
 }

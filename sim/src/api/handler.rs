@@ -113,7 +113,11 @@ async fn dispatch(State(st): State<AppState>, req: Request) -> Response {
 async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
     let path = req.uri().path().to_string();
     let raw_query = req.uri().query().map(String::from);
-    let q: Query = route::query_map(raw_query.as_deref());
+    let mut q: Query = route::query_map(raw_query.as_deref());
+    // `field-validation-ignored`: every write is decoded as with fieldValidation=Ignore.
+    if st.cfg.faults.is_on("field-validation-ignored") {
+        q.insert("fieldValidation".into(), "Ignore".into());
+    }
     let method = req.method().clone();
     let headers = req.headers().clone();
     let get_only = |m: &Method| {
@@ -155,8 +159,14 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
         }
         Route::Group(g) => Ok(json_response(200, &discovery::api_group_in(&defs, &g), &[])),
         Route::GroupVersion(g, v) => Ok(json_response(200, &discovery::resource_list_in(&defs, &g, &v), &[])),
-        Route::OpenApiRoot => Ok(json_response(200, &openapi::index_in(&defs), &[])),
-        Route::OpenApiDoc(g, v) => Ok(json_response(200, &openapi::document_in(&defs, &g, &v), &[])),
+        Route::OpenApiRoot => Ok(json_response(200, &openapi::index_in(&published(&st, &defs)), &[])),
+        Route::OpenApiDoc(g, v) => {
+            let published = published(&st, &defs);
+            if !published.iter().any(|d| d.group == g && d.version == v) {
+                return Err(ApiError::no_route(&path));
+            }
+            Ok(json_response(200, &openapi::document_in(&published, &g, &v), &[]))
+        }
         Route::NotFound => Err(ApiError::no_route(&path)),
         Route::Resource(t) => {
             if matches!(t.sub.as_deref(), Some("exec" | "attach" | "portforward" | "proxy")) {
@@ -198,6 +208,16 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
             Ok(resp)
         }
     }
+}
+
+/// The kinds the OpenAPI documents publish: every served one (`openapi-stale`: the built-in
+/// ones only, as an OpenAPI controller that never learns of CRDs).
+fn published(
+    st: &AppState,
+    defs: &[&'static super::registry::ResourceDef],
+) -> Vec<&'static super::registry::ResourceDef> {
+    let stale = st.cfg.faults.is_on("openapi-stale");
+    defs.iter().copied().filter(|d| !stale || d.custom.is_none()).collect()
 }
 
 /// Whether a PATCH is a server-side apply (`application/apply-patch+yaml`).
@@ -299,6 +319,12 @@ async fn resource(
             verb_ok("patch")?;
             refuse_strategic_for_custom(def, headers)?;
             if is_apply(headers) {
+                // `apply-unsupported`: an API server without server-side apply knows no such patch.
+                if st.cfg.faults.is_on("apply-unsupported") {
+                    return Err(ApiError::unsupported_media_type(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
+                    ));
+                }
                 return objects::apply_patch(st, t, q, headers, body).await;
             }
             objects::patch_object(st, t, q, headers, body).await

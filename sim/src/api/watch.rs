@@ -155,7 +155,7 @@ pub fn serve(
             .values("watch-events-dropped")
             .iter()
             .filter_map(|v| v.rsplit_once('/'))
-            .filter(|(r, _)| *r == def.plural)
+            .filter(|(r, _)| *r == def.plural || (*r == "custom" && def.custom.is_some()))
             .map(|(_, t)| t.to_string())
             .collect(),
     };

@@ -139,8 +139,10 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         name: "admission-off",
-        arg: Arg::Value("LimitRanger|ResourceQuota|ServiceAccount|MutatingAdmissionWebhook|ValidatingAdmissionWebhook"),
-        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume, no mutating or validating admission webhook calls)",
+        arg: Arg::Value(
+            "LimitRanger|ResourceQuota|ServiceAccount|MutatingAdmissionWebhook|ValidatingAdmissionWebhook|ValidatingAdmissionPolicy",
+        ),
+        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume, no mutating or validating admission webhook calls, no ValidatingAdmissionPolicy enforcement)",
     },
     Switch {
         name: "webhook-timeout-ignored",
@@ -471,6 +473,49 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the apiextensions establishing controller never runs: CRDs get their names accepted but never become Established",
     },
     Switch {
+        name: "crd-storage-defaulting-off",
+        arg: Arg::None,
+        breaks: "the API server defaults custom objects only on requests, not when reading them from storage, \
+                 so a default added to a CRD's schema never shows on objects stored before it",
+    },
+    Switch {
+        name: "field-validation-ignored",
+        arg: Arg::None,
+        breaks: "the API server ignores the fieldValidation parameter (as one without server-side field \
+                 validation): unknown and duplicate fields are dropped silently even under Strict",
+    },
+    Switch {
+        name: "apply-unsupported",
+        arg: Arg::None,
+        breaks: "the API server has no server-side apply (the ServerSideApply feature off): a PATCH with \
+                 application/apply-patch+yaml answers 415 Unsupported Media Type",
+    },
+    Switch {
+        name: "crd-apply-untyped",
+        arg: Arg::None,
+        breaks: "server-side apply of custom objects uses a deduced (untyped) schema, as upstream does for a \
+                 CRD schema it cannot convert: fields the CRD schema does not declare are not refused by the apply",
+    },
+    Switch {
+        name: "crd-preserve-unknown-ignored",
+        arg: Arg::None,
+        breaks: "the API server ignores x-kubernetes-preserve-unknown-fields in CRD schemas: every field the \
+                 schema does not declare is pruned (and refused by apply)",
+    },
+    Switch {
+        name: "aggregated-discovery-stale",
+        arg: Arg::None,
+        breaks: "the aggregated discovery documents (/api and /apis asked for apidiscovery.k8s.io \
+                 APIGroupDiscoveryList) never list custom resources, as a discovery manager that missed the \
+                 CRD handler's updates; the per-group documents still do",
+    },
+    Switch {
+        name: "openapi-stale",
+        arg: Arg::None,
+        breaks: "the OpenAPI v3 documents never publish custom resources (an OpenAPI controller that missed the \
+                 CRD handler's updates): their group-version documents answer 404 and the index leaves them out",
+    },
+    Switch {
         name: "group-undiscovered",
         arg: Arg::Value("GROUP"),
         breaks: "the API group is left out of /apis and aggregated discovery and its group documents answer 404, \
@@ -479,9 +524,9 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "watch-events-dropped",
         arg: Arg::Value("RESOURCE/TYPE"),
-        breaks: "watches of RESOURCE (a plural such as configmaps) never deliver notifications of TYPE (ADDED, \
-                 MODIFIED or DELETED), as a watch cache that loses events: objects change in storage, watchers \
-                 never hear of it",
+        breaks: "watches of RESOURCE (a plural such as configmaps, or `custom` for every custom resource) never \
+                 deliver notifications of TYPE (ADDED, MODIFIED or DELETED), as a watch cache that loses events: \
+                 objects change in storage, watchers never hear of it",
     },
     Switch {
         name: "watch-history-ignored",

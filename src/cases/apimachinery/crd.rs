@@ -47,20 +47,25 @@ pub fn cases() -> Vec<Case> {
 }
 
 /// The group upstream's fixtures use.
-const GROUP: &str = "mygroup.example.com";
+pub(super) const GROUP: &str = "mygroup.example.com";
 
-/// A cluster-scoped CRD like upstream's `NewRandomNameV1CustomResourceDefinition`: one served
-/// and stored version `v1beta1`, a schema keeping unknown fields, names unique to this case
-/// (`index` tells a case's several CRDs apart).
-fn random_crd(f: &Framework, index: usize, labels: &[(&str, &str)]) -> CustomResourceDefinition {
-    let suffix: String = f
-        .ns()
+/// The random part of the case namespace's name: what makes cluster-scoped names (CRDs, their
+/// groups) unique to the case.
+pub(super) fn case_suffix(f: &Framework) -> String {
+    f.ns()
         .rsplit('-')
         .next()
         .unwrap_or_default()
         .chars()
         .filter(char::is_ascii_alphanumeric)
-        .collect();
+        .collect()
+}
+
+/// A cluster-scoped CRD like upstream's `NewRandomNameV1CustomResourceDefinition`: one served
+/// and stored version `v1beta1`, a schema keeping unknown fields, names unique to this case
+/// (`index` tells a case's several CRDs apart).
+pub(super) fn random_crd(f: &Framework, index: usize, labels: &[(&str, &str)]) -> CustomResourceDefinition {
+    let suffix = case_suffix(f);
     let plural = format!("foo{suffix}{index}s");
     let kind = format!("Foo{suffix}{index}");
     let mut all_labels = BTreeMap::from([(RUN_ID_LABEL.to_string(), f.run().run_id.clone())]);
@@ -109,7 +114,7 @@ fn condition_true(crd: &CustomResourceDefinition, kind: &str) -> bool {
 
 /// Creates `crd` and waits, as upstream's `CreateNewV1CustomResourceDefinitionWatchUnsafe`
 /// does, until it is Established and its resource answers a list.
-async fn create_established(
+pub(super) async fn create_established(
     f: &Framework,
     crd: &CustomResourceDefinition,
 ) -> Result<CustomResourceDefinition, CaseError> {
@@ -127,18 +132,24 @@ async fn create_established(
     let Some(ready) = ready else {
         fail!("CustomResourceDefinition {name} vanished while waiting for Established");
     };
-    let gvk = GroupVersionKind::gvk(GROUP, "v1beta1", &ready.spec.names.kind);
-    let resource = ApiResource::from_gvk_with_plural(&gvk, &ready.spec.names.plural);
-    let objects: Api<DynamicObject> = Api::all_with(f.client(), &resource);
-    objects
+    objects_api(f, &ready)
         .list(&ListParams::default())
         .await
         .map_err(|e| CaseError::from(e).context(format!("listing the new resource {}", ready.spec.names.plural)))?;
     Ok(ready)
 }
 
+/// The cluster-wide handle of the custom objects of `crd`'s first version (the CRDs here
+/// are cluster-scoped and serve one version, as upstream's fixtures).
+pub(super) fn objects_api(f: &Framework, crd: &CustomResourceDefinition) -> Api<DynamicObject> {
+    let version = crd.spec.versions.first().map_or("v1beta1", |v| v.name.as_str());
+    let gvk = GroupVersionKind::gvk(&crd.spec.group, version, &crd.spec.names.kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &crd.spec.names.plural);
+    Api::all_with(f.client(), &resource)
+}
+
 /// Deletes a CRD and waits until it is gone, as upstream's `DeleteV1CustomResourceDefinition`.
-async fn delete_gone(f: &Framework, name: &str) -> CaseResult {
+pub(super) async fn delete_gone(f: &Framework, name: &str) -> CaseResult {
     let crds: Api<CustomResourceDefinition> = f.api_all();
     crds.delete(name, &DeleteParams::default()).await?;
     f.wait_for(
@@ -243,13 +254,12 @@ async fn status_subresource(f: &Framework) -> CaseResult {
         );
         // A JSON patch (RFC 6902) of the status subresource, sent as upstream's client does.
         let patch = json!([{"op": "add", "path": "/status/conditions", "value": [{"message": "patched"}]}]);
-        let req = http::Request::patch(format!(
-            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}/status"
-        ))
-        .header(http::header::CONTENT_TYPE, "application/json-patch+json")
-        .body(patch.to_string().into_bytes())
-        .map_err(|e| CaseError::failed(format!("building the status patch: {e}")))?;
-        let patched: CustomResourceDefinition = f.client().request(req).await?;
+        let patched: CustomResourceDefinition = f
+            .json_patch(
+                &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}/status"),
+                &patch,
+            )
+            .await?;
         ensure!(
             has_message(&patched, "patched"),
             "after a JSON patch of the status with a condition \"patched\", {name} reports conditions {:?}",

@@ -44,23 +44,30 @@ pub(super) fn cases() -> Vec<Case> {
 
 const GROUP: &str = "flowcontrol.apiserver.k8s.io";
 
-/// What differs between the two kinds: the plural, the object to create, the spec field the
-/// patch and the update change and where to read it.
-struct Shape<K> {
-    plural: &'static str,
-    template: K,
+/// What differs between the kinds whose API operations upstream checks the same way
+/// (FlowSchema, PriorityLevelConfiguration, and the ValidatingAdmissionPolicy kinds): the group
+/// and plural, the object to create, the spec field the patch and the update change and where
+/// to read it, and the condition the `/status` patch adds.
+pub(super) struct Shape<K> {
+    pub(super) group: &'static str,
+    pub(super) plural: &'static str,
+    pub(super) template: K,
     /// The merge patch's `spec` part (upstream sets the field to 9999 / 4).
-    patch_spec: Value,
+    pub(super) patch_spec: Value,
     /// The field as the patch sets it.
-    patched: i64,
+    pub(super) patched: Value,
     /// Sets the field to the update's value (9000 / 6).
-    update: fn(&mut K),
-    updated: i64,
+    pub(super) update: fn(&mut K),
+    pub(super) updated: Value,
     /// Reads the field.
-    field: fn(&K) -> Option<i64>,
+    pub(super) field: fn(&K) -> Option<Value>,
+    /// The condition the `/status` patch adds; `None` for a kind without a status subresource.
+    pub(super) status_condition: Option<Value>,
 }
 
-fn meta(f: &Framework, prefix: &str, label: &str) -> ObjectMeta {
+/// `generateName: prefix`, the run-id label and `label=<case namespace>` (the selector of the
+/// case's objects).
+pub(super) fn meta(f: &Framework, prefix: &str, label: &str) -> ObjectMeta {
     ObjectMeta {
         generate_name: Some(prefix.into()),
         labels: Some(
@@ -104,13 +111,15 @@ async fn flow_schema(f: &Framework) -> CaseResult {
     api_operations(
         f,
         Shape {
+            group: GROUP,
             plural: "flowschemas",
             template,
             patch_spec: json!({"matchingPrecedence": 9999}),
-            patched: 9999,
+            patched: json!(9999),
             update: |fs| fs.spec.get_or_insert_with(Default::default).matching_precedence = Some(9000),
-            updated: 9000,
-            field: |fs| fs.spec.as_ref()?.matching_precedence.map(i64::from),
+            updated: json!(9000),
+            field: |fs| fs.spec.as_ref()?.matching_precedence.map(|p| json!(p)),
+            status_condition: Some(json!({"type": "PatchStatusFailed", "status": "False", "reason": "e2e"})),
         },
         "example-e2e-fs-label",
     )
@@ -138,24 +147,26 @@ async fn priority_level(f: &Framework) -> CaseResult {
     api_operations(
         f,
         Shape {
+            group: GROUP,
             plural: "prioritylevelconfigurations",
             template,
             patch_spec: json!({"limited": {"nominalConcurrencyShares": 4}}),
-            patched: 4,
+            patched: json!(4),
             update: |pl| {
                 if let Some(l) = pl.spec.as_mut().and_then(|s| s.limited.as_mut()) {
                     l.nominal_concurrency_shares = Some(6);
                 }
             },
-            updated: 6,
+            updated: json!(6),
             field: |pl| {
                 pl.spec
                     .as_ref()?
                     .limited
                     .as_ref()?
                     .nominal_concurrency_shares
-                    .map(i64::from)
+                    .map(|n| json!(n))
             },
+            status_condition: Some(json!({"type": "PatchStatusFailed", "status": "False", "reason": "e2e"})),
         },
         "example-e2e-pl-label",
     )
@@ -164,7 +175,7 @@ async fn priority_level(f: &Framework) -> CaseResult {
 
 /// Runs upstream's operations for `shape`, then deletes whatever is left with the case's label
 /// (the objects are cluster-scoped: the namespace teardown does not remove them).
-async fn api_operations<K>(f: &Framework, shape: Shape<K>, label_key: &str) -> CaseResult
+pub(super) async fn api_operations<K>(f: &Framework, shape: Shape<K>, label_key: &str) -> CaseResult
 where
     K: Resource<Scope = ClusterResourceScope> + Clone + Debug + Serialize + DeserializeOwned + Send + 'static,
     K::DynamicType: Default,
@@ -181,25 +192,29 @@ where
     result
 }
 
-/// Upstream: the group and version in `/apis` and `/apis/{group}`, the resource and its status
-/// in `/apis/{group}/v1`.
-async fn discover(f: &Framework, plural: &str) -> CaseResult {
+/// Upstream: the group and version in `/apis` and `/apis/{group}`, the resource (and its
+/// status, when it has one) in `/apis/{group}/v1`.
+async fn discover(f: &Framework, group: &str, plural: &str, status: bool) -> CaseResult {
     let groups: APIGroupList = f.get_path("/apis").await?;
     let listed = groups
         .groups
         .iter()
-        .any(|g| g.name == GROUP && g.versions.iter().any(|v| v.version == "v1"));
-    ensure!(listed, "/apis does not list {GROUP}/v1");
-    let group: APIGroup = f.get_path(&format!("/apis/{GROUP}")).await?;
+        .any(|g| g.name == group && g.versions.iter().any(|v| v.version == "v1"));
+    ensure!(listed, "/apis does not list {group}/v1");
+    let group_doc: APIGroup = f.get_path(&format!("/apis/{group}")).await?;
     ensure!(
-        group.versions.iter().any(|v| v.version == "v1"),
-        "/apis/{GROUP} does not list version v1"
+        group_doc.versions.iter().any(|v| v.version == "v1"),
+        "/apis/{group} does not list version v1"
     );
-    let resources: APIResourceList = f.get_path(&format!("/apis/{GROUP}/v1")).await?;
-    for name in [plural.to_string(), format!("{plural}/status")] {
+    let resources: APIResourceList = f.get_path(&format!("/apis/{group}/v1")).await?;
+    let mut names = vec![plural.to_string()];
+    if status {
+        names.push(format!("{plural}/status"));
+    }
+    for name in names {
         if !resources.resources.iter().any(|r| r.name == name) {
             let names: Vec<&str> = resources.resources.iter().map(|r| r.name.as_str()).collect();
-            fail!("/apis/{GROUP}/v1 does not list {name}: {names:?}");
+            fail!("/apis/{group}/v1 does not list {name}: {names:?}");
         }
     }
     Ok(())
@@ -219,16 +234,19 @@ where
     K::DynamicType: Default,
 {
     let plural = shape.plural;
-    discover(f, plural).await?;
+    discover(f, shape.group, plural, shape.status_condition.is_some()).await?;
 
     f.step(format!("creating three {plural}"));
     let mut created = Vec::new();
     for i in 0..3 {
-        // Named here rather than by the server's generateName as upstream does: a create whose
-        // answer a broken connection lost can then be sent again (409 means it was stored).
+        // Upstream's template has a generateName; a create whose answer is lost cannot be sent
+        // again (a second object would be made), so each gets the name the server would have
+        // generated from it, unique to the case, and a lost answer is read back.
         let mut obj = shape.template.clone();
-        let prefix = obj.meta_mut().generate_name.take().unwrap_or_default();
-        obj.meta_mut().name = Some(format!("{prefix}{}-{i}", f.ns()));
+        let meta = obj.meta_mut();
+        if let Some(prefix) = meta.generate_name.take() {
+            meta.name = Some(format!("{prefix}{}-{i}", f.ns()));
+        }
         created.push(api.create(&PostParams::default(), &obj).await?);
     }
     let target = created.pop().expect("three were created");
@@ -255,7 +273,7 @@ where
     let patched = api.patch(&name, &PatchParams::default(), &Patch::Merge(&body)).await?;
     ensure!(
         patched.annotations().get("patched").map(String::as_str) == Some("true")
-            && (shape.field)(&patched) == Some(shape.patched),
+            && (shape.field)(&patched).as_ref() == Some(&shape.patched),
         "{plural} {name} after the patch has annotations {:?} and field {:?}, expected patched=true and {}",
         patched.annotations(),
         (shape.field)(&patched),
@@ -281,7 +299,7 @@ where
     .await?;
     ensure!(
         updated.annotations().get("updated").map(String::as_str) == Some("true")
-            && (shape.field)(&updated) == Some(shape.updated),
+            && (shape.field)(&updated).as_ref() == Some(&shape.updated),
         "{plural} {name} after the update has annotations {:?} and field {:?}, expected updated=true and {}",
         updated.annotations(),
         (shape.field)(&updated),
@@ -299,7 +317,9 @@ where
         )
         .await?;
 
-    status_operations(f, api, plural, &name, &target).await?;
+    if let Some(condition) = &shape.status_condition {
+        status_operations(f, api, plural, &name, &target, condition).await?;
+    }
 
     f.step(format!("deleting {plural} {name}"));
     api.delete(&name, &DeleteParams::default()).await?;
@@ -324,9 +344,16 @@ where
     Ok(())
 }
 
-/// Upstream: `/status` read (kind and uid as created), patched with condition
-/// `PatchStatusFailed`, and updated with condition `StatusUpdateFailed`.
-async fn status_operations<K>(f: &Framework, api: &Api<K>, plural: &str, name: &str, created: &K) -> CaseResult
+/// Upstream: `/status` read (kind and uid as created), patched with `condition` (of type
+/// `PatchStatusFailed`), and updated with condition `StatusUpdateFailed`.
+async fn status_operations<K>(
+    f: &Framework,
+    api: &Api<K>,
+    plural: &str,
+    name: &str,
+    created: &K,
+    condition: &Value,
+) -> CaseResult
 where
     K: Resource<Scope = ClusterResourceScope> + Clone + Debug + Serialize + DeserializeOwned,
     K::DynamicType: Default,
@@ -339,7 +366,7 @@ where
         created.uid()
     );
     f.step(format!("patching the /status of {plural} {name}"));
-    let body = json!({"status": {"conditions": [{"type": "PatchStatusFailed", "status": "False", "reason": "e2e"}]}});
+    let body = json!({"status": {"conditions": [condition]}});
     let patched = api
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
         .await?;

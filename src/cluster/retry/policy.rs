@@ -168,11 +168,13 @@ pub enum Failure {
 /// A 500 from admission is final: kube-apiserver answers a webhook it could not call under
 /// `failurePolicy: Fail` with `NewInternalError` ("failed calling webhook ..."), before any
 /// storage, so nothing was stored and a replay would only meet the same webhook again (and
-/// keep a case that expects that refusal waiting out the whole budget).
+/// keep a case that expects that refusal waiting out the whole budget). So is server-side
+/// apply's refusal of a patch its schema cannot type ("failed to create typed patch object
+/// ... field not declared in schema"), which it answers 500 before storing anything.
 pub fn status_failure(status: StatusCode, body: &[u8]) -> Option<Failure> {
     match status {
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Some(Failure::Clean),
-        StatusCode::INTERNAL_SERVER_ERROR if admission_refusal(body) => None,
+        StatusCode::INTERNAL_SERVER_ERROR if admission_refusal(body) || untyped_apply(body) => None,
         StatusCode::INTERNAL_SERVER_ERROR | StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => {
             Some(Failure::Ambiguous)
         }
@@ -185,6 +187,18 @@ fn admission_refusal(body: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v["message"].as_str().map(|m| m.contains("failed calling webhook")))
+        .unwrap_or(false)
+}
+
+/// Whether a Status body is server-side apply's refusal of a patch it cannot type.
+fn untyped_apply(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v["message"]
+                .as_str()
+                .map(|m| m.starts_with("failed to create typed patch object"))
+        })
         .unwrap_or(false)
 }
 
@@ -347,5 +361,7 @@ mod tests {
         );
         let webhook = br#"{"kind":"Status","message":"Internal error occurred: failed calling webhook \"a.k8s.io\": context deadline exceeded","code":500}"#;
         assert_eq!(status_failure(StatusCode::INTERNAL_SERVER_ERROR, webhook), None);
+        let untyped = br#"{"kind":"Status","message":"failed to create typed patch object (/x; g/v1, Kind=K): .foo: field not declared in schema","code":500}"#;
+        assert_eq!(status_failure(StatusCode::INTERNAL_SERVER_ERROR, untyped), None);
     }
 }

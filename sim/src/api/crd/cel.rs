@@ -15,6 +15,29 @@ use serde_json::{Value, json};
 
 use crate::api::error::Cause;
 
+/// A JSON value as Kubernetes' CEL environments see it: every integer that fits is an `int`
+/// (int64), as upstream's unstructured conversion makes it, never a `uint` (which the `cel`
+/// crate's serde conversion picks for every non-negative number, so that `x % 2` on a
+/// Deployment's replicas fails as `uint % int`).
+pub fn json_to_cel(v: &Value) -> cel::Value {
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => cel::Value::Int(i),
+            (None, Some(u)) => cel::Value::UInt(u),
+            (None, None) => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => cel::Value::String(s.clone().into()),
+        Value::Array(items) => items.iter().map(json_to_cel).collect::<Vec<_>>().into(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| (k.clone(), json_to_cel(v)))
+            .collect::<std::collections::HashMap<_, _>>()
+            .into(),
+    }
+}
+
 /// Compiles a rule; `Err` holds the parser's explanation.
 pub fn compile(rule: &str) -> Result<cel::Program, String> {
     cel::Program::compile(rule).map_err(|e| e.to_string())
@@ -130,5 +153,16 @@ mod tests {
             ("spec.max", "FieldValueForbidden")
         );
         assert!(compile("self.a <").is_err());
+    }
+
+    #[test]
+    fn json_integers_are_cel_ints() {
+        let v = json_to_cel(&json!({"spec": {"replicas": 3, "ratio": 0.5, "tags": ["a"]}}));
+        let mut ctx = cel::Context::default();
+        ctx.add_variable_from_value("object", v);
+        let odd = compile("object.spec.replicas % 2 == 1 && object.spec.ratio < 1.0 && object.spec.tags[0] == 'a'")
+            .unwrap()
+            .execute(&ctx);
+        assert_eq!(odd, Ok(cel::Value::Bool(true)));
     }
 }

@@ -95,6 +95,9 @@ pub struct Custom {
     pub scale: Option<ScalePaths>,
     /// `ListKind` from the accepted names.
     pub list_kind: String,
+    /// Whether objects read from storage get the schema's defaults, as upstream's storage
+    /// decoder applies them (off under the `crd-storage-defaulting-off` fault).
+    pub default_on_read: bool,
 }
 
 /// The custom kinds one server serves, by CRD.
@@ -256,6 +259,26 @@ fn versions(crd: &Value) -> &[Value] {
         .map_or(&[], Vec::as_slice)
 }
 
+/// The `openAPIV3Schema` a version is served with (`crd-preserve-unknown-ignored`: without
+/// its `x-kubernetes-preserve-unknown-fields`).
+fn served_schema(st: &AppState, version: &Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("x-kubernetes-preserve-unknown-fields");
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut schema = version.pointer("/schema/openAPIV3Schema").cloned().unwrap_or(json!({}));
+    if st.cfg.faults.is_on("crd-preserve-unknown-ignored") {
+        strip(&mut schema);
+    }
+    schema
+}
+
 /// Builds the defs a CRD serves from its accepted names, one per served version.
 fn defs_of(st: &AppState, crd: &Value) -> Vec<&'static ResourceDef> {
     let names = crd.pointer("/status/acceptedNames").cloned().unwrap_or_default();
@@ -314,10 +337,11 @@ fn defs_of(st: &AppState, crd: &Value) -> Vec<&'static ResourceDef> {
         };
         let custom = Custom {
             crd_name: meta::name(crd).to_string(),
-            schema: v.pointer("/schema/openAPIV3Schema").cloned().unwrap_or(json!({})),
+            schema: served_schema(st, v),
             columns,
             scale,
             list_kind: text(&names, "/listKind"),
+            default_on_read: !st.cfg.faults.is_on("crd-storage-defaulting-off"),
         };
         out.push(st.crds.intern(def, custom));
     }

@@ -199,6 +199,7 @@ mod tests {
                 label_selector: Some(".status.selector".into()),
             }),
             list_kind: "WidgetList".into(),
+            default_on_read: true,
         }
     }
 

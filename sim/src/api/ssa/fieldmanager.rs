@@ -264,18 +264,77 @@ fn allowed_from_last_applied(kind: &str, api_version: &str, live: &Value) -> Opt
     )
 }
 
-/// Parses an apply patch body (YAML, of which JSON is a part).
+/// Parses an apply patch body (YAML, of which JSON is a part). A key repeated in a mapping
+/// keeps its last value, as upstream's lenient `yaml.Unmarshal` does; [`strict_yaml_errors`]
+/// reports the repeats for `fieldValidation`.
 pub fn parse_apply_body(body: &[u8]) -> ApiResult<Value> {
     let text =
         std::str::from_utf8(body).map_err(|_| ApiError::bad_request("error decoding YAML: the body is not UTF-8"))?;
-    let v: Value =
-        serde_saphyr::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let lenient = serde_saphyr::options! {
+        duplicate_keys: serde_saphyr::options::DuplicateKeyPolicy::LastWins,
+    };
+    let v: Value = serde_saphyr::from_str_with_options(text, lenient)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     if !v.is_object() {
         return Err(ApiError::bad_request(
             "error decoding YAML: the apply patch is not an object",
         ));
     }
     Ok(v)
+}
+
+/// What upstream's strict YAML decoding (`yaml.UnmarshalStrict`, run on an apply body when
+/// `fieldValidation` is Strict or Warn) says about `body`: a repeated mapping key, as
+/// `error converting YAML to JSON: yaml: unmarshal errors:\n  line 11: key "foo" already set in
+/// map`. Only the first repeat is named (the YAML parser stops there).
+pub fn strict_yaml_error(body: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    let strict = serde_saphyr::options! {
+        with_snippet: false,
+    };
+    let mut err = serde_saphyr::from_str_with_options::<Value>(text, strict).err()?;
+    while let serde_saphyr::Error::WithSnippet { error, .. } = err {
+        err = *error;
+    }
+    let serde_saphyr::Error::DuplicateMappingKey { key, location } = &err else {
+        return None;
+    };
+    Some(format!(
+        "error converting YAML to JSON: yaml: unmarshal errors:\n  line {}: key {:?} already set in map",
+        location.line(),
+        key.as_deref().unwrap_or_default()
+    ))
+}
+
+/// How upstream's apply messages name the object: `ns/name; group/version, Kind=Kind`.
+fn who(def: &ResourceDef, config: &Value) -> String {
+    format!(
+        "{}/{}; {}",
+        config
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        meta::name(config),
+        gvk_string(&def.api_version(), def.kind)
+    )
+}
+
+/// The error of an apply whose body holds fields the object's schema does not declare, as
+/// structured-merge-diff's typed conversion of the patch reports them (a 500, as upstream's):
+/// one `.spec.foo: field not declared in schema`, or several under `errors:`.
+pub fn undeclared_error(def: &ResourceDef, config: &Value, paths: &[String]) -> ApiError {
+    let lines: Vec<String> = paths
+        .iter()
+        .map(|p| format!(".{p}: field not declared in schema"))
+        .collect();
+    let message = match lines.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    ApiError::unknown(format!(
+        "failed to create typed patch object ({}): {message}",
+        who(def, config)
+    ))
 }
 
 /// Server-side apply of `config` by `manager` to `live` (`None` when the object does not
@@ -302,16 +361,7 @@ pub fn apply(
     if config.pointer("/metadata/managedFields").is_some() {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
-    // Upstream's messages name the object as `ns/name; group/version, Kind=Kind`.
-    let who = format!(
-        "{}/{}; {}",
-        config
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or_default(),
-        meta::name(config),
-        gvk_string(&api_version, kind)
-    );
+    let who = who(def, config);
     let typed = |e: String| ApiError::unknown(format!("failed to create typed patch object ({who}): {e}"));
     let typed_live = |e: String| ApiError::unknown(format!("failed to create typed live object ({who}): {e}"));
     let mut managed = match live {
@@ -423,6 +473,17 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_yaml_key_keeps_the_last_value_and_is_named_with_its_line() {
+        let body = b"\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  foo: first\n  foo: second\n";
+        assert_eq!(parse_apply_body(body).unwrap()["data"]["foo"], "second");
+        assert_eq!(
+            strict_yaml_error(body).as_deref(),
+            Some("error converting YAML to JSON: yaml: unmarshal errors:\n  line 8: key \"foo\" already set in map")
+        );
+        assert_eq!(strict_yaml_error(b"a: 1\nb: 2\n"), None);
+    }
     use crate::api::registry;
 
     fn cm(data: Value) -> Value {

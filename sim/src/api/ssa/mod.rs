@@ -14,5 +14,7 @@ mod scale;
 mod schema;
 mod walk;
 
-pub use fieldmanager::{Tracking, apply, manager_of, parse_apply_body, track_update};
+pub use fieldmanager::{
+    Tracking, apply, manager_of, parse_apply_body, strict_yaml_error, track_update, undeclared_error,
+};
 pub use scale::{apply_scale, to_subresource};

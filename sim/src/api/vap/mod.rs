@@ -71,7 +71,7 @@ fn context(
 ) -> Result<cel::Context<'static, 'static>, String> {
     let mut ctx = cel::Context::default();
     for (name, v) in vars {
-        ctx.add_variable(*name, (*v).clone()).map_err(|e| e.to_string())?;
+        ctx.add_variable_from_value(*name, crate::api::crd::cel::json_to_cel(v));
     }
     ctx.add_variable_from_value("variables", variables.clone());
     Ok(ctx)
@@ -214,7 +214,7 @@ fn code_of(reason: &str) -> u16 {
 
 /// The policies' verdict on the request (`obj` absent for deletes).
 pub fn validate(st: &AppState, attrs: &Attributes, obj: Option<&Value>) -> Result<(), ApiError> {
-    if attrs.def.group == GROUP {
+    if attrs.def.group == GROUP || crate::api::admission::plugin_off(st, "ValidatingAdmissionPolicy") {
         return Ok(());
     }
     let (mut bindings, _) = st.store.list(&format!("{GROUP}/{BINDINGS}"), None);
