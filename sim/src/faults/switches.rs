@@ -111,6 +111,11 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "read-only volume mounts accept writes",
     },
     Switch {
+        name: "rootfs-read-only",
+        arg: Arg::None,
+        breaks: "the runtime mounts every container's root filesystem read-only, whatever readOnlyRootFilesystem says",
+    },
+    Switch {
         name: "limits-not-applied",
         arg: Arg::None,
         breaks: "the runtime does not enforce CPU limits",
@@ -139,8 +144,10 @@ pub const SWITCHES: &[Switch] = &[
     },
     Switch {
         name: "admission-off",
-        arg: Arg::Value("LimitRanger|ResourceQuota|ServiceAccount|MutatingAdmissionWebhook|ValidatingAdmissionWebhook"),
-        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume, no mutating or validating admission webhook calls)",
+        arg: Arg::Value(
+            "LimitRanger|ResourceQuota|ServiceAccount|MutatingAdmissionWebhook|ValidatingAdmissionWebhook|RuntimeClass",
+        ),
+        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume, no mutating or validating admission webhook calls, pods naming a missing RuntimeClass admitted and no overhead copied from their class)",
     },
     Switch {
         name: "webhook-timeout-ignored",
@@ -451,6 +458,11 @@ pub const SWITCHES: &[Switch] = &[
         arg: Arg::None,
         breaks: "the kubelet does not manage Linux containers' /etc/hosts: the pod's own IP, hostname and FQDN \
                  entry is missing (as when the image's hosts file is left in place)",
+    },
+    Switch {
+        name: "host-aliases-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet leaves spec.hostAliases out of the hosts file it writes for Linux containers",
     },
     Switch {
         name: "bootstrap-controller-off",

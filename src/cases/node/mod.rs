@@ -16,10 +16,13 @@ use crate::framework::{CaseError, Framework};
 mod admission;
 mod containers;
 mod density;
+mod host_aliases;
 mod images;
 mod init_containers;
 mod lifecycle;
 pub(crate) mod resources;
+mod rootfs;
+mod runtimeclass;
 mod sleep_hooks;
 mod stats;
 mod termination;
@@ -46,6 +49,9 @@ pub fn cases() -> Vec<Case> {
         init_containers::cases(),
         admission::cases(),
         sleep_hooks::cases(),
+        runtimeclass::cases(),
+        rootfs::cases(),
+        host_aliases::cases(),
     ]
     .concat()
 }

@@ -296,11 +296,13 @@ pub(super) async fn start_container(
             pipe: None,
         },
     );
-    let read_only_root = kl.cfg.os == Os::Linux
+    // The `rootfs-read-only` fault: a runtime that mounts every root filesystem read-only.
+    let read_only_root = (kl.cfg.os == Os::Linux
         && c.security_context
             .as_ref()
             .and_then(|s| s.read_only_root_filesystem)
-            .unwrap_or(false);
+            .unwrap_or(false))
+        || kl.net.faults().is_on("rootfs-read-only");
     let fs = if hpc {
         if let Err(e) = std::fs::create_dir_all(&host_root) {
             return fail_create(
@@ -614,7 +616,13 @@ fn seed_rootfs(kl: &Kubelet, rootfs: &std::path::Path, pod: &Pod, hostname: &str
             if !kl.net.faults().is_on("etc-hosts-unmanaged") {
                 hosts.push_str(&format!("{ip}\t{fqdn}{hostname}\n"));
             }
-            for ha in spec.host_aliases.iter().flatten() {
+            // Fault `host-aliases-ignored`: a kubelet that leaves spec.hostAliases out.
+            let aliases = if kl.net.faults().is_on("host-aliases-ignored") {
+                &[][..]
+            } else {
+                spec.host_aliases.as_deref().unwrap_or_default()
+            };
+            for ha in aliases {
                 hosts.push_str(&format!(
                     "\n# Entries added by HostAliases.\n{}\t{}\n",
                     ha.ip,
