@@ -35,6 +35,7 @@ pub use images::{
 pub use lifecycle::{EXIT_CODES, GRACE_PERIOD, PRE_STOP};
 pub use resources::{CPU_LIMITS, MEMORY_ALLOCATABLE, MEMORY_PAST_ALLOCATABLE};
 pub use stats::{STATS_3_PODS, STATS_10_PODS, STATS_BOOT_ID, STATS_FIGURES};
+pub(crate) use termination::run_as;
 
 /// The cases of this area, in catalogue order.
 pub fn cases() -> Vec<Case> {

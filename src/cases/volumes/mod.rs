@@ -7,8 +7,10 @@
 
 mod downward;
 mod immutable;
+mod nonroot;
 mod optional;
 mod projected;
+mod same_name;
 
 use crate::catalog::Case;
 
@@ -18,5 +20,7 @@ pub fn cases() -> Vec<Case> {
     cases.extend(projected::cases());
     cases.extend(optional::cases());
     cases.extend(immutable::cases());
+    cases.extend(nonroot::cases());
+    cases.extend(same_name::cases());
     cases
 }
