@@ -465,6 +465,11 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet leaves spec.hostAliases out of the hosts file it writes for Linux containers",
     },
     Switch {
+        name: "subpath-expr-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet ignores volume mounts' subPathExpr: the whole volume is mounted, nothing is expanded or checked",
+    },
+    Switch {
         name: "bootstrap-controller-off",
         arg: Arg::Value("all|endpoints"),
         breaks: "the API server's bootstrap controller does not publish where it listens: `all`, its post-start \

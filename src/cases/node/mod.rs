@@ -25,6 +25,7 @@ mod rootfs;
 mod runtimeclass;
 mod sleep_hooks;
 mod stats;
+mod subpath_expr;
 mod termination;
 
 pub use density::DENSITY;
@@ -53,6 +54,7 @@ pub fn cases() -> Vec<Case> {
         runtimeclass::cases(),
         rootfs::cases(),
         host_aliases::cases(),
+        subpath_expr::cases(),
     ]
     .concat()
 }

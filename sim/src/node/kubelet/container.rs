@@ -24,6 +24,7 @@ use super::hooks::run_handler;
 use super::image_pull::pull;
 use super::probes::spawn_probes;
 use super::restart::StartFailure;
+use super::subpath::expand_sub_paths;
 use super::volumes::pod_fields;
 use super::{Kubelet, PodRt, host_process, metrics, sleep_or, with_ctr};
 
@@ -185,7 +186,12 @@ pub(super) async fn start_container(
             format!("failed to create containerd container: {why}"),
         );
     }
-    let mounts = match volumes.mounts_for(c, kl.cfg.os) {
+    // subPathExpr expansion is part of the container's configuration (CreateContainerConfigError).
+    let expanded = match expand_sub_paths(c, &env, kl.cfg.os, &faults) {
+        Ok(e) => e,
+        Err(why) => return fail_create("CreateContainerConfigError", why),
+    };
+    let mounts = match volumes.mounts_for(&expanded, kl.cfg.os) {
         Ok(m) => m,
         Err(why) => {
             return fail_create(
