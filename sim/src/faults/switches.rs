@@ -470,6 +470,11 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet ignores volume mounts' subPathExpr: the whole volume is mounted, nothing is expanded or checked",
     },
     Switch {
+        name: "binary-data-dropped",
+        arg: Arg::None,
+        breaks: "kubelets publish only a ConfigMap's text data in its volumes, not its binaryData",
+    },
+    Switch {
         name: "bootstrap-controller-off",
         arg: Arg::Value("all|endpoints"),
         breaks: "the API server's bootstrap controller does not publish where it listens: `all`, its post-start \

@@ -5,6 +5,7 @@
 //! One body per case serves both OSes: paths come from the OS profile through
 //! [`super::config::mount_path`] and [`super::config::file_path`].
 
+mod binary;
 mod downward;
 mod immutable;
 mod nonroot;
@@ -22,5 +23,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(immutable::cases());
     cases.extend(nonroot::cases());
     cases.extend(same_name::cases());
+    cases.extend(binary::cases());
     cases
 }
