@@ -475,6 +475,11 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "kubelets publish only a ConfigMap's text data in its volumes, not its binaryData",
     },
     Switch {
+        name: "hostpath-read-only",
+        arg: Arg::None,
+        breaks: "containers cannot write to hostPath volumes (as under an SELinux policy or a read-only host filesystem)",
+    },
+    Switch {
         name: "bootstrap-controller-off",
         arg: Arg::Value("all|endpoints"),
         breaks: "the API server's bootstrap controller does not publish where it listens: `all`, its post-start \

@@ -7,6 +7,7 @@
 
 mod binary;
 mod downward;
+mod host_path;
 mod immutable;
 mod nonroot;
 mod optional;
@@ -24,5 +25,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(nonroot::cases());
     cases.extend(same_name::cases());
     cases.extend(binary::cases());
+    cases.extend(host_path::cases());
     cases
 }

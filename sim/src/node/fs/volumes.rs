@@ -168,7 +168,9 @@ impl PodVolumes {
                 host,
                 is_file,
                 unsupported: None,
-                read_only: false,
+                // `hostpath-read-only`: a node that denies containers writes to host paths
+                // (an SELinux or AppArmor policy, a read-only host filesystem).
+                read_only: faults.is_on("hostpath-read-only"),
                 empty_dir: false,
                 pipe: None,
             });
