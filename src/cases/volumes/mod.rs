@@ -13,6 +13,7 @@ mod nonroot;
 mod optional;
 mod projected;
 mod same_name;
+mod wrapper;
 
 use crate::catalog::Case;
 
@@ -26,5 +27,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(same_name::cases());
     cases.extend(binary::cases());
     cases.extend(host_path::cases());
+    cases.extend(wrapper::cases());
     cases
 }
