@@ -5,6 +5,7 @@
 //! One body per case serves both OSes: paths come from the OS profile through
 //! [`super::config::mount_path`] and [`super::config::file_path`].
 
+mod atomic_subpath;
 mod binary;
 mod downward;
 mod host_path;
@@ -28,5 +29,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(binary::cases());
     cases.extend(host_path::cases());
     cases.extend(wrapper::cases());
+    cases.extend(atomic_subpath::cases());
     cases
 }
