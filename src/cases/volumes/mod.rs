@@ -7,6 +7,7 @@
 
 mod atomic_subpath;
 mod binary;
+mod csi_inline;
 mod downward;
 mod host_path;
 mod immutable;
@@ -30,5 +31,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(host_path::cases());
     cases.extend(wrapper::cases());
     cases.extend(atomic_subpath::cases());
+    cases.extend(csi_inline::cases());
     cases
 }
