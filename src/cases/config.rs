@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapEnvSource, ConfigMapKeySelector, Container, EnvFromSource, EnvVar, EnvVarSource,
-    ResourceRequirements, SecretEnvSource, SecretKeySelector, Volume,
+    ResourceRequirements, SecretEnvSource, SecretKeySelector, SecurityContext, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -181,14 +181,36 @@ pub(crate) async fn expect_volume_reads(
     rel: &str,
     expected: &[&str],
 ) -> CaseResult {
+    expect_volume_reads_as(f, pod, container, read_only, volumes, rel, expected, None).await
+}
+
+/// [`expect_volume_reads`] with the reading container under `security` (the non-root cases'
+/// user) when given.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the shared reader's seven inputs plus the user the non-root cases run it as"
+)]
+pub(crate) async fn expect_volume_reads_as(
+    f: &Framework,
+    pod: &str,
+    container: &str,
+    read_only: bool,
+    volumes: Vec<Volume>,
+    rel: &str,
+    expected: &[&str],
+    security: Option<SecurityContext>,
+) -> CaseResult {
     let mounts: Vec<(String, String)> = volumes
         .iter()
         .map(|v| (v.name.clone(), mount_path(f, &v.name)))
         .collect();
     let files: Vec<String> = mounts.iter().map(|(_, mount)| file_path(f, mount, rel)).collect();
-    let reader = mounts.iter().fold(reader(f, container, &files), |c, (name, mount)| {
+    let mut reader = mounts.iter().fold(reader(f, container, &files), |c, (name, mount)| {
         c.mount(name, mount, read_only)
     });
+    if let Some(sc) = security {
+        reader = reader.with(move |c: &mut Container| c.security_context = Some(sc.clone()));
+    }
     let builder = volumes
         .into_iter()
         .fold(f.pod(pod), PodBuilder::volume)

@@ -111,6 +111,11 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "read-only volume mounts accept writes",
     },
     Switch {
+        name: "rootfs-read-only",
+        arg: Arg::None,
+        breaks: "the runtime mounts every container's root filesystem read-only, whatever readOnlyRootFilesystem says",
+    },
+    Switch {
         name: "limits-not-applied",
         arg: Arg::None,
         breaks: "the runtime does not enforce CPU limits",
@@ -140,9 +145,9 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "admission-off",
         arg: Arg::Value(
-            "LimitRanger|ResourceQuota|ServiceAccount|MutatingAdmissionWebhook|ValidatingAdmissionWebhook|ValidatingAdmissionPolicy",
+            "LimitRanger|ResourceQuota|ServiceAccount|MutatingAdmissionWebhook|ValidatingAdmissionWebhook|ValidatingAdmissionPolicy|RuntimeClass",
         ),
-        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume, no mutating or validating admission webhook calls, no ValidatingAdmissionPolicy enforcement)",
+        breaks: "the API server runs without that admission plugin (no LimitRange defaults and limits, no quota enforcement, no service account token volume, no mutating or validating admission webhook calls, no ValidatingAdmissionPolicy enforcement, pods naming a missing RuntimeClass admitted and no overhead copied from their class)",
     },
     Switch {
         name: "webhook-timeout-ignored",
@@ -453,6 +458,26 @@ pub const SWITCHES: &[Switch] = &[
         arg: Arg::None,
         breaks: "the kubelet does not manage Linux containers' /etc/hosts: the pod's own IP, hostname and FQDN \
                  entry is missing (as when the image's hosts file is left in place)",
+    },
+    Switch {
+        name: "host-aliases-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet leaves spec.hostAliases out of the hosts file it writes for Linux containers",
+    },
+    Switch {
+        name: "subpath-expr-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet ignores volume mounts' subPathExpr: the whole volume is mounted, nothing is expanded or checked",
+    },
+    Switch {
+        name: "binary-data-dropped",
+        arg: Arg::None,
+        breaks: "kubelets publish only a ConfigMap's text data in its volumes, not its binaryData",
+    },
+    Switch {
+        name: "hostpath-read-only",
+        arg: Arg::None,
+        breaks: "containers cannot write to hostPath volumes (as under an SELinux policy or a read-only host filesystem)",
     },
     Switch {
         name: "bootstrap-controller-off",

@@ -74,7 +74,7 @@ where
 ///
 /// # Errors
 /// The API's refusal, naming the object.
-async fn create_cluster_scoped<K>(f: &Framework, obj: &K) -> Result<K, CaseError>
+pub(crate) async fn create_cluster_scoped<K>(f: &Framework, obj: &K) -> Result<K, CaseError>
 where
     K: Resource<Scope = ClusterResourceScope> + Clone + Debug + Serialize + DeserializeOwned,
     K::DynamicType: Default,

@@ -16,12 +16,16 @@ use crate::framework::{CaseError, Framework};
 mod admission;
 mod containers;
 mod density;
+mod host_aliases;
 mod images;
 mod init_containers;
 mod lifecycle;
 pub(crate) mod resources;
+mod rootfs;
+mod runtimeclass;
 mod sleep_hooks;
 mod stats;
+mod subpath_expr;
 mod termination;
 
 pub use density::DENSITY;
@@ -32,6 +36,7 @@ pub use images::{
 pub use lifecycle::{EXIT_CODES, GRACE_PERIOD, PRE_STOP};
 pub use resources::{CPU_LIMITS, MEMORY_ALLOCATABLE, MEMORY_PAST_ALLOCATABLE};
 pub use stats::{STATS_3_PODS, STATS_10_PODS, STATS_BOOT_ID, STATS_FIGURES};
+pub(crate) use termination::run_as;
 
 /// The cases of this area, in catalogue order.
 pub fn cases() -> Vec<Case> {
@@ -46,6 +51,10 @@ pub fn cases() -> Vec<Case> {
         init_containers::cases(),
         admission::cases(),
         sleep_hooks::cases(),
+        runtimeclass::cases(),
+        rootfs::cases(),
+        host_aliases::cases(),
+        subpath_expr::cases(),
     ]
     .concat()
 }

@@ -25,7 +25,7 @@ const CONTAINER: &str = "termination-message-container";
 
 /// The user upstream runs as: root / `ContainerAdministrator`, or a non-root user (UID 1000 on
 /// Linux, `ContainerUser` on Windows, where UIDs do not apply).
-fn run_as(os: Os, non_root: bool) -> SecurityContext {
+pub(crate) fn run_as(os: Os, non_root: bool) -> SecurityContext {
     match os {
         Os::Linux => SecurityContext {
             run_as_user: Some(if non_root { 1000 } else { 0 }),

@@ -5,10 +5,17 @@
 //! One body per case serves both OSes: paths come from the OS profile through
 //! [`super::config::mount_path`] and [`super::config::file_path`].
 
+mod atomic_subpath;
+mod binary;
+mod csi_inline;
 mod downward;
+mod host_path;
 mod immutable;
+mod nonroot;
 mod optional;
 mod projected;
+mod same_name;
+mod wrapper;
 
 use crate::catalog::Case;
 
@@ -18,5 +25,12 @@ pub fn cases() -> Vec<Case> {
     cases.extend(projected::cases());
     cases.extend(optional::cases());
     cases.extend(immutable::cases());
+    cases.extend(nonroot::cases());
+    cases.extend(same_name::cases());
+    cases.extend(binary::cases());
+    cases.extend(host_path::cases());
+    cases.extend(wrapper::cases());
+    cases.extend(atomic_subpath::cases());
+    cases.extend(csi_inline::cases());
     cases
 }

@@ -22,14 +22,16 @@ pub(super) fn cases() -> Vec<Case> {
     ]
 }
 
-fn cm_source(name: &str, items: &[(&str, &str)]) -> Projection {
+/// A projected ConfigMap source with key→path `items` (empty: every key).
+pub(super) fn cm_source(name: &str, items: &[(&str, &str)]) -> Projection {
     Projection::ConfigMap(
         name.into(),
         items.iter().map(|(k, p)| (k.to_string(), p.to_string())).collect(),
     )
 }
 
-fn secret_source(name: &str, items: &[(&str, &str)]) -> Projection {
+/// A projected Secret source with key→path `items` (empty: every key).
+pub(super) fn secret_source(name: &str, items: &[(&str, &str)]) -> Projection {
     Projection::Secret(
         name.into(),
         items.iter().map(|(k, p)| (k.to_string(), p.to_string())).collect(),

@@ -57,7 +57,9 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
             obj["status"] = json!({"phase": "Active"});
         }
         ("", "pods") => {
-            runtime_class(st, obj)?;
+            if !plugin_off(st, "RuntimeClass") {
+                runtime_class(st, obj).map_err(|why| admission_forbidden(def, obj, &why))?;
+            }
             priority(st, obj)?;
             limit_ranger(st, def, obj)?;
             if !plugin_off(st, "ServiceAccount") {

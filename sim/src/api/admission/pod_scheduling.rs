@@ -8,8 +8,9 @@ use crate::api::meta;
 use crate::api::state::AppState;
 
 /// RuntimeClass admission: overhead, and the class's nodeSelector and tolerations merged into
-/// the pod; a conflicting nodeSelector refuses the pod.
-pub(super) fn runtime_class(st: &AppState, pod: &mut Value) -> ApiResult<()> {
+/// the pod; a missing class or a conflicting nodeSelector refuses the pod (`Err` is why, which
+/// the caller words as upstream's `admission.NewForbidden`).
+pub(super) fn runtime_class(st: &AppState, pod: &mut Value) -> Result<(), String> {
     let Some(rc_name) = pod
         .pointer("/spec/runtimeClassName")
         .and_then(Value::as_str)
@@ -20,7 +21,7 @@ pub(super) fn runtime_class(st: &AppState, pod: &mut Value) -> ApiResult<()> {
     let rc = st
         .store
         .get("node.k8s.io/runtimeclasses", "", &rc_name)
-        .ok_or_else(|| ApiError::forbidden(format!("pod rejected: RuntimeClass {rc_name:?} not found")))?;
+        .ok_or_else(|| format!("pod rejected: RuntimeClass {rc_name:?} not found"))?;
     if let Some(o) = rc.pointer("/overhead/podFixed") {
         pod["spec"]["overhead"] = o.clone();
     }
@@ -32,11 +33,11 @@ pub(super) fn runtime_class(st: &AppState, pod: &mut Value) -> ApiResult<()> {
         for (k, v) in sel {
             match spec["nodeSelector"].get(k) {
                 Some(existing) if existing != v => {
-                    return Err(ApiError::forbidden(format!(
+                    return Err(format!(
                         "pod rejected: conflict: runtimeClass.scheduling.nodeSelector[{k}] = {}; pod.spec.nodeSelector[{k}] = {}",
                         v.as_str().unwrap_or_default(),
                         existing.as_str().unwrap_or_default()
-                    )));
+                    ));
                 }
                 _ => spec["nodeSelector"][k] = v.clone(),
             }
@@ -112,5 +113,22 @@ mod tests {
         let mut bad = json!({"metadata": {"name": "q"}, "spec": {"runtimeClassName": "win", "nodeSelector": {"kubernetes.io/os": "linux"},
             "containers": [{"name": "c", "image": "i"}]}});
         assert_eq!(on_create(&st, def, &mut bad).unwrap_err().code, 403);
+    }
+
+    #[test]
+    fn a_missing_runtime_class_is_forbidden_unless_the_plugin_is_off() {
+        let st = state();
+        let def = find("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "r"}, "spec": {"runtimeClassName": "missing", "containers": [{"name": "c", "image": "i"}]}});
+        let err = on_create(&st, def, &mut pod.clone()).unwrap_err();
+        assert_eq!(err.code, 403);
+        assert!(
+            err.message
+                .contains(r#"pods "r" is forbidden: pod rejected: RuntimeClass "missing" not found"#),
+            "{}",
+            err.message
+        );
+        st.cfg.faults.set("admission-off", "RuntimeClass", true);
+        assert!(on_create(&st, def, &mut pod.clone()).is_ok());
     }
 }

@@ -168,12 +168,14 @@ impl PodVolumes {
                 host,
                 is_file,
                 unsupported: None,
-                read_only: false,
+                // `hostpath-read-only`: a node that denies containers writes to host paths
+                // (an SELinux or AppArmor policy, a read-only host filesystem).
+                read_only: faults.is_on("hostpath-read-only"),
                 empty_dir: false,
                 pipe: None,
             });
         }
-        if let Some(payload) = Self::payload(client, ns, v, fields).await? {
+        if let Some(payload) = Self::payload(client, ns, v, fields, faults).await? {
             // `volume-content-missing`: the kubelet mounts the volume but publishes no files.
             let payload = if faults.is_on("volume-content-missing") {
                 Payload::new()
@@ -222,7 +224,7 @@ impl PodVolumes {
             if !dir.is_dir() {
                 continue;
             }
-            if let Some(payload) = Self::payload(client, &ns, v, fields).await? {
+            if let Some(payload) = Self::payload(client, &ns, v, fields, faults).await? {
                 if faults.is_on("volume-content-missing") {
                     continue;
                 }
@@ -240,12 +242,14 @@ impl PodVolumes {
         ns: &str,
         v: &Volume,
         fields: &dyn FieldSource,
+        faults: &Faults,
     ) -> Result<Option<Payload>, VolumeError> {
         let mut out = Payload::new();
         if let Some(cm) = &v.config_map {
             let mode = cm.default_mode.unwrap_or(DEFAULT_MODE);
             let items = cm.items.clone().unwrap_or_default();
-            let data = Self::config_map_data(client, ns, &v.name, &cm.name, cm.optional.unwrap_or(false)).await?;
+            let data =
+                Self::config_map_data(client, ns, &v.name, &cm.name, cm.optional.unwrap_or(false), faults).await?;
             add_items(&mut out, data.as_ref(), &items, mode);
             return Ok(Some(out));
         }
@@ -273,7 +277,9 @@ impl PodVolumes {
             for src in p.sources.iter().flatten() {
                 if let Some(cm) = &src.config_map {
                     let items = cm.items.clone().unwrap_or_default();
-                    match Self::config_map_data(client, ns, &v.name, &cm.name, cm.optional.unwrap_or(false)).await {
+                    match Self::config_map_data(client, ns, &v.name, &cm.name, cm.optional.unwrap_or(false), faults)
+                        .await
+                    {
                         Ok(data) => add_items(&mut out, data.as_ref(), &items, mode),
                         Err(e) if lenient => {
                             warn!(volume = %v.name, error = %e, "service account volume source missing")
@@ -319,6 +325,7 @@ impl PodVolumes {
         volume: &str,
         name: &str,
         optional: bool,
+        faults: &Faults,
     ) -> Result<Option<BTreeMap<String, Vec<u8>>>, VolumeError> {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
         let cm = api.get_opt(name).await.map_err(|source| VolumeError::Api {
@@ -342,8 +349,11 @@ impl PodVolumes {
             .into_iter()
             .map(|(k, v)| (k, v.into_bytes()))
             .collect();
-        for (k, v) in cm.binary_data.unwrap_or_default() {
-            data.insert(k, v.0);
+        // `binary-data-dropped`: a kubelet that publishes only a ConfigMap's text `data`.
+        if !faults.is_on("binary-data-dropped") {
+            for (k, v) in cm.binary_data.unwrap_or_default() {
+                data.insert(k, v.0);
+            }
         }
         Ok(Some(data))
     }

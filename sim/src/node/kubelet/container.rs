@@ -24,6 +24,7 @@ use super::hooks::run_handler;
 use super::image_pull::pull;
 use super::probes::spawn_probes;
 use super::restart::StartFailure;
+use super::subpath::expand_sub_paths;
 use super::volumes::pod_fields;
 use super::{Kubelet, PodRt, host_process, metrics, sleep_or, with_ctr};
 
@@ -185,7 +186,12 @@ pub(super) async fn start_container(
             format!("failed to create containerd container: {why}"),
         );
     }
-    let mounts = match volumes.mounts_for(c, kl.cfg.os) {
+    // subPathExpr expansion is part of the container's configuration (CreateContainerConfigError).
+    let expanded = match expand_sub_paths(c, &env, kl.cfg.os, &faults) {
+        Ok(e) => e,
+        Err(why) => return fail_create("CreateContainerConfigError", why),
+    };
+    let mounts = match volumes.mounts_for(&expanded, kl.cfg.os) {
         Ok(m) => m,
         Err(why) => {
             return fail_create(
@@ -296,11 +302,13 @@ pub(super) async fn start_container(
             pipe: None,
         },
     );
-    let read_only_root = kl.cfg.os == Os::Linux
+    // The `rootfs-read-only` fault: a runtime that mounts every root filesystem read-only.
+    let read_only_root = (kl.cfg.os == Os::Linux
         && c.security_context
             .as_ref()
             .and_then(|s| s.read_only_root_filesystem)
-            .unwrap_or(false);
+            .unwrap_or(false))
+        || kl.net.faults().is_on("rootfs-read-only");
     let fs = if hpc {
         if let Err(e) = std::fs::create_dir_all(&host_root) {
             return fail_create(
@@ -614,7 +622,13 @@ fn seed_rootfs(kl: &Kubelet, rootfs: &std::path::Path, pod: &Pod, hostname: &str
             if !kl.net.faults().is_on("etc-hosts-unmanaged") {
                 hosts.push_str(&format!("{ip}\t{fqdn}{hostname}\n"));
             }
-            for ha in spec.host_aliases.iter().flatten() {
+            // Fault `host-aliases-ignored`: a kubelet that leaves spec.hostAliases out.
+            let aliases = if kl.net.faults().is_on("host-aliases-ignored") {
+                &[][..]
+            } else {
+                spec.host_aliases.as_deref().unwrap_or_default()
+            };
+            for ha in aliases {
                 hosts.push_str(&format!(
                     "\n# Entries added by HostAliases.\n{}\t{}\n",
                     ha.ip,

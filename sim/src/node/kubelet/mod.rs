@@ -57,6 +57,7 @@ mod pod_worker;
 mod probes;
 mod restart;
 mod status;
+mod subpath;
 mod termination;
 mod volumes;
 

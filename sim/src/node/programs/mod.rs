@@ -227,7 +227,7 @@ pub enum Prog {
 pub const BUSYBOX_APPLETS: &[&str] = &[
     "echo", "cat", "ls", "hostname", "sleep", "true", "false", "env", "printenv", "mkdir", "rm", "touch", "test", "[",
     "whoami", "id", "nslookup", "wget", "nc", "ping", "grep", "wc", "head", "tail", "date", "uname", "pwd", "curl",
-    "ip", "ifconfig", "cp", "mv", "tee", "seq", "yes",
+    "ip", "ifconfig", "cp", "mv", "tee", "seq", "yes", "hexdump",
 ];
 
 /// Windows system programs the simulator emulates (besides cmd built-ins).

@@ -229,6 +229,19 @@ impl Interp {
                     }
                 }
                 "cat" if self.has_applet("cat") => self.cat(&args, io, "cat").await,
+                "hexdump" if self.has_applet("hexdump") => {
+                    let mut code = 0;
+                    for a in args.iter().filter(|a| !a.starts_with('-')) {
+                        match self.ctx.fs.read(&self.abs(a)) {
+                            Ok(b) => io.out.write(super::hexdump::canonical(&b).as_bytes()),
+                            Err(e) => {
+                                self.fs_error(io, "hexdump", a, &e);
+                                code = 1;
+                            }
+                        }
+                    }
+                    code
+                }
                 "type" if cmd_builtin => self.cat(&args, io, "type").await,
                 "ls" if self.has_applet("ls") => self.ls(&args, io),
                 "dir" if cmd_builtin => self.ls(&args, io),
