@@ -30,8 +30,10 @@ use support::{Attempt, Target, attempt_case, known_failures, target_oses};
 
 /// The `[Feature:X]` infrastructure the simulator provides, so its cases run here although a
 /// plain selection leaves feature cases out (a real cluster's job names them with
-/// `--label-filter`): HostProcess containers (the simulated Windows runtime is containerd 1.7).
-const SIM_FEATURES: &[&str] = &["WindowsHostProcessContainers"];
+/// `--label-filter`): HostProcess containers (the simulated Windows runtime is containerd 1.7)
+/// and container stop signals (the tests' simulators turn the ContainerStopSignals gate on:
+/// `support::SIM_FEATURE_GATES`).
+const SIM_FEATURES: &[&str] = &["WindowsHostProcessContainers", "ContainerStopSignals"];
 
 fn main() {
     let mut args = Arguments::from_args();

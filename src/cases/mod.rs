@@ -8,6 +8,7 @@ pub mod apimachinery;
 pub mod apiops;
 pub mod apps;
 pub mod config;
+pub mod device_plugin;
 pub mod dns;
 pub mod dns_conformance;
 pub mod endpointslice;
@@ -23,6 +24,7 @@ pub mod security;
 pub mod service;
 pub mod service_api;
 pub mod service_protocols;
+pub mod stop_signals;
 pub mod storage;
 pub mod volumes;
 pub mod windows;
@@ -57,6 +59,8 @@ pub fn all() -> Vec<Case> {
     cases.extend(security::cases());
     cases.extend(windows::cases());
     cases.extend(hostprocess::cases());
+    cases.extend(stop_signals::cases());
+    cases.extend(device_plugin::cases());
     cases.extend(apimachinery::cases());
     cases.extend(apiops::cases());
     cases
