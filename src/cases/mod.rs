@@ -14,6 +14,8 @@ pub mod dns_conformance;
 pub mod endpointslice;
 pub mod hostprocess;
 pub mod hybrid;
+pub mod hyperv;
+pub mod kubelet_metrics;
 pub mod network;
 pub mod node;
 pub mod pods;
@@ -61,6 +63,8 @@ pub fn all() -> Vec<Case> {
     cases.extend(hostprocess::cases());
     cases.extend(stop_signals::cases());
     cases.extend(device_plugin::cases());
+    cases.extend(hyperv::cases());
+    cases.extend(kubelet_metrics::cases());
     cases.extend(apimachinery::cases());
     cases.extend(apiops::cases());
     cases

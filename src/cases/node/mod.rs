@@ -21,7 +21,7 @@ mod init_containers;
 mod lifecycle;
 pub(crate) mod resources;
 mod sleep_hooks;
-mod stats;
+pub(crate) mod stats;
 mod termination;
 
 pub use density::DENSITY;
