@@ -28,6 +28,7 @@ pub mod service_api;
 pub mod service_protocols;
 pub mod stop_signals;
 pub mod storage;
+pub mod subpath_cleanup;
 pub mod volumes;
 pub mod windows;
 
@@ -65,6 +66,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(device_plugin::cases());
     cases.extend(hyperv::cases());
     cases.extend(kubelet_metrics::cases());
+    cases.extend(subpath_cleanup::cases());
     cases.extend(apimachinery::cases());
     cases.extend(apiops::cases());
     cases
