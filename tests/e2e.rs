@@ -30,8 +30,12 @@ use support::{Attempt, Target, attempt_case, known_failures, target_oses};
 
 /// The `[Feature:X]` infrastructure the simulator provides, so its cases run here although a
 /// plain selection leaves feature cases out (a real cluster's job names them with
-/// `--label-filter`): HostProcess containers (the simulated Windows runtime is containerd 1.7).
-const SIM_FEATURES: &[&str] = &["WindowsHostProcessContainers"];
+/// `--label-filter`): HostProcess containers (the simulated Windows runtime is containerd 1.7)
+/// and container stop signals (the tests' simulators turn the ContainerStopSignals gate on:
+/// `support::SIM_FEATURE_GATES`). `OffByDefault` marks alpha-gated cases: each one registered
+/// so far runs here, its gate on in `SIM_FEATURE_GATES` or without effect on what it checks
+/// (PodAndContainerStatsFromCRI: the simulated kubelet's stats come from its runtime).
+const SIM_FEATURES: &[&str] = &["WindowsHostProcessContainers", "ContainerStopSignals", "OffByDefault"];
 
 fn main() {
     let mut args = Arguments::from_args();

@@ -85,6 +85,8 @@ pub struct SimConfig {
     /// ([`control::DEFAULT_NODE_MONITOR_GRACE_PERIOD`], 50 s in 1.33). Only tests shorten it,
     /// to see a `node-lost` node go Unknown within a short test.
     pub node_monitor_grace_period: Duration,
+    /// The control plane's feature gates (`--feature-gates`; alpha gates off by default).
+    pub gates: crate::gates::FeatureGates,
 }
 
 impl SimConfig {
@@ -133,7 +135,18 @@ impl SimConfig {
             faults: faults.map(str::to_string),
             start_timeout: Duration::from_secs(30),
             node_monitor_grace_period: control::DEFAULT_NODE_MONITOR_GRACE_PERIOD,
+            gates: crate::gates::FeatureGates::default(),
         })
+    }
+
+    /// Sets the feature gates from `--feature-gates` (`Name=true,...`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] naming the malformed or unknown gate.
+    pub fn with_feature_gates(mut self, spec: &str) -> Result<SimConfig, Error> {
+        self.gates = crate::gates::FeatureGates::parse(spec)
+            .map_err(|e| Error::InvalidOption(format!("--feature-gates {spec:?}: {e}")))?;
+        Ok(self)
     }
 }
 
@@ -279,7 +292,7 @@ impl SimCluster {
             if !USED_BLOCKS.lock().expect("used blocks lock").insert(block.0) {
                 continue;
             }
-            match ApiServer::start(ApiConfig::new(block).faults(faults.clone())).await {
+            match ApiServer::start(ApiConfig::new(block).faults(faults.clone()).gates(cfg.gates.clone())).await {
                 Ok(api) => {
                     found = Some((block, api));
                     break;

@@ -27,6 +27,7 @@ pub mod api;
 pub mod cluster;
 pub mod control;
 pub mod faults;
+pub mod gates;
 pub mod node;
 
 pub use cluster::{Error, SimCluster, SimConfig};

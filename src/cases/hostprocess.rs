@@ -64,7 +64,7 @@ pub fn cases() -> Vec<Case> {
 }
 
 /// Upstream's `User_NTAuthoritySystem`.
-const SYSTEM: &str = "NT AUTHORITY\\SYSTEM";
+pub(crate) const SYSTEM: &str = "NT AUTHORITY\\SYSTEM";
 /// Upstream's `User_NTAuthorityLocalService`.
 const LOCAL_SERVICE: &str = "NT AUTHORITY\\Local Service";
 
@@ -80,7 +80,7 @@ fn containerd_version(runtime: &str) -> Option<(u32, u32)> {
 /// A Windows node that runs HostProcess containers with containerd `min` or later (upstream's
 /// `SkipUnlessNodeOSDistroIs("windows")`, the feature gate, GA since 1.26, and
 /// `skipUnlessContainerdOneSevenOrGreater`); the case skips naming what is missing.
-async fn host_process_node(f: &Framework, min: (u32, u32)) -> Result<NodeInfo, CaseError> {
+pub(crate) async fn host_process_node(f: &Framework, min: (u32, u32)) -> Result<NodeInfo, CaseError> {
     f.skip_unless(
         f.target_os() == Os::Windows,
         "HostProcess containers run on Windows nodes only",
@@ -105,7 +105,7 @@ async fn host_process_node(f: &Framework, min: (u32, u32)) -> Result<NodeInfo, C
 
 /// A HostProcess pod (pod-level `hostProcess: true`, `hostNetwork`) running as `user` on
 /// `node`.
-fn host_process_pod(name: &str, node: &str, user: &str) -> PodBuilder {
+pub(crate) fn host_process_pod(name: &str, node: &str, user: &str) -> PodBuilder {
     let user = user.to_string();
     PodBuilder::new(name, Os::Windows)
         .host_network()
@@ -123,7 +123,7 @@ fn host_process_pod(name: &str, node: &str, user: &str) -> PodBuilder {
 }
 
 /// A busybox container running `command`.
-fn busybox(name: &str, command: &[&str]) -> ContainerBuilder {
+pub(crate) fn busybox(name: &str, command: &[&str]) -> ContainerBuilder {
     ContainerBuilder::new(name, "busybox").command(command.iter().copied())
 }
 
@@ -138,7 +138,7 @@ async fn run_to_end(f: &Framework, pod: &PodBuilder) -> Result<Pod, CaseError> {
 }
 
 /// Awaits `until` (a pod reaching a state), unless pod `name`'s sandbox keeps failing.
-async fn wait_or_sandbox_failure<T>(
+pub(crate) async fn wait_or_sandbox_failure<T>(
     f: &Framework,
     name: &str,
     until: impl std::future::Future<Output = Result<T, CaseError>>,
@@ -165,7 +165,7 @@ async fn wait_or_sandbox_failure<T>(
 }
 
 /// Runs `pod` to its end and requires it Succeeded; returns it.
-async fn expect_succeeded(f: &Framework, pod: &PodBuilder, what: &str) -> Result<Pod, CaseError> {
+pub(crate) async fn expect_succeeded(f: &Framework, pod: &PodBuilder, what: &str) -> Result<Pod, CaseError> {
     let done = run_to_end(f, pod).await?;
     let phase = done.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
     if phase != "Succeeded" {

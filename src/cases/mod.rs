@@ -8,11 +8,14 @@ pub mod apimachinery;
 pub mod apiops;
 pub mod apps;
 pub mod config;
+pub mod device_plugin;
 pub mod dns;
 pub mod dns_conformance;
 pub mod endpointslice;
 pub mod hostprocess;
 pub mod hybrid;
+pub mod hyperv;
+pub mod kubelet_metrics;
 pub mod network;
 pub mod node;
 pub mod pods;
@@ -23,7 +26,9 @@ pub mod security;
 pub mod service;
 pub mod service_api;
 pub mod service_protocols;
+pub mod stop_signals;
 pub mod storage;
+pub mod subpath_cleanup;
 pub mod volumes;
 pub mod windows;
 
@@ -57,6 +62,11 @@ pub fn all() -> Vec<Case> {
     cases.extend(security::cases());
     cases.extend(windows::cases());
     cases.extend(hostprocess::cases());
+    cases.extend(stop_signals::cases());
+    cases.extend(device_plugin::cases());
+    cases.extend(hyperv::cases());
+    cases.extend(kubelet_metrics::cases());
+    cases.extend(subpath_cleanup::cases());
     cases.extend(apimachinery::cases());
     cases.extend(apiops::cases());
     cases

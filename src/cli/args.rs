@@ -89,6 +89,10 @@ pub struct SimOptions {
     /// Faults to inject, e.g. `blackhole-node=win-1,dns-stopped` (see `crossconf sim --help`).
     #[arg(long, value_name = "SPEC")]
     pub faults: Option<String>,
+    /// Control-plane feature gates, e.g. `ContainerStopSignals=true` (alpha gates are off, as
+    /// on a real cluster, until named here).
+    #[arg(long, value_name = "NAME=BOOL,...")]
+    pub feature_gates: Option<String>,
 }
 
 impl Default for SimOptions {
@@ -101,6 +105,7 @@ impl Default for SimOptions {
             profile: "fast".into(),
             time_scale: 1.0,
             faults: None,
+            feature_gates: None,
         }
     }
 }

@@ -32,6 +32,10 @@ mod imp {
             o.time_scale,
             o.faults.as_deref(),
         )
+        .and_then(|c| match &o.feature_gates {
+            Some(spec) => c.with_feature_gates(spec),
+            None => Ok(c),
+        })
         .map_err(|e| CliError::usage(&e))
     }
 

@@ -19,6 +19,9 @@ use crossconf::framework::{CaseError, CaseSettings, Framework, RunContext};
 use crossconf::os::Os;
 use crossconf_sim::{SimCluster, SimConfig};
 
+/// The feature gates of the simulators the tests start.
+pub const SIM_FEATURE_GATES: &str = "ContainerStopSignals=true";
+
 /// A cluster the harness runs cases on: the embedded simulator (with the fault spec given) or,
 /// when `CROSSCONF_KUBECONFIG` is set and no faults are asked for, that cluster.
 pub struct Target {
@@ -39,7 +42,10 @@ impl Target {
                 None,
             ),
             _ => {
+                // The alpha gates the catalogue's feature-gated cases need are on, as in the
+                // upstream jobs that run them.
                 let cfg = SimConfig::from_options(2, 1, "10.0.20348", None, "fast", 1.0, faults)
+                    .and_then(|c| c.with_feature_gates(SIM_FEATURE_GATES))
                     .map_err(|e| format!("simulator options: {e}"))?;
                 let sim = SimCluster::start(cfg)
                     .await

@@ -39,6 +39,7 @@ pub mod selector;
 pub mod server;
 pub mod ssa;
 pub mod state;
+pub mod stop_signal;
 pub mod store;
 pub mod table;
 pub mod tls;

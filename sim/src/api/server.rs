@@ -35,6 +35,8 @@ pub struct ApiConfig {
     pub bookmark_interval: Duration,
     /// The cluster's fault switches (admission and validation consult them).
     pub faults: std::sync::Arc<crate::faults::Faults>,
+    /// The control plane's feature gates (defaults: alpha gates off).
+    pub gates: crate::gates::FeatureGates,
 }
 
 impl ApiConfig {
@@ -48,7 +50,15 @@ impl ApiConfig {
             history: super::store::DEFAULT_HISTORY,
             bookmark_interval: Duration::from_secs(60),
             faults: std::sync::Arc::default(),
+            gates: crate::gates::FeatureGates::default(),
         }
+    }
+
+    /// Sets the feature gates.
+    #[must_use]
+    pub fn gates(mut self, gates: crate::gates::FeatureGates) -> Self {
+        self.gates = gates;
+        self
     }
 
     /// Shares the cluster's fault switches with the server.
@@ -126,6 +136,7 @@ impl ApiServer {
         scfg.bookmark_interval = cfg.bookmark_interval;
         scfg.api_port = addr.port();
         scfg.faults = cfg.faults;
+        scfg.gates = cfg.gates;
         let state = AppState::new(scfg);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();

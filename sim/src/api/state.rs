@@ -27,6 +27,8 @@ pub struct StateConfig {
     pub api_port: u16,
     /// The cluster's fault switches (see [`crate::faults`]).
     pub faults: Arc<crate::faults::Faults>,
+    /// The control plane's feature gates (`--feature-gates`).
+    pub gates: crate::gates::FeatureGates,
 }
 
 impl StateConfig {
@@ -38,6 +40,7 @@ impl StateConfig {
             history: DEFAULT_HISTORY,
             bookmark_interval: Duration::from_secs(60),
             faults: Arc::default(),
+            gates: crate::gates::FeatureGates::default(),
             api_port: crate::addr::API_PORT,
         }
     }

@@ -464,6 +464,7 @@ pub fn pod_spec(spec: &Value, base: &str, out: &mut Vec<Cause>) {
     }
     os_rules(spec, base, out);
     super::validate_windows::host_process_rules(spec, base, out);
+    super::stop_signal::rules(spec, base, out);
 }
 
 impl Cause {

@@ -490,7 +490,14 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "pod-os-validation-off",
         arg: Arg::None,
-        breaks: "the API server accepts Linux-only and privileged fields on pods with spec.os.name windows",
+        breaks: "the API server accepts Linux-only and privileged fields on pods with spec.os.name windows, \
+                 and any container lifecycle.stopSignal whatever the pod's OS (no spec.os.name cross-checks)",
+    },
+    Switch {
+        name: "windows-stop-signals-refused",
+        arg: Arg::None,
+        breaks: "the API server refuses every container lifecycle.stopSignal of a Windows pod, SIGTERM and \
+                 SIGKILL included (a Windows list left empty), when the ContainerStopSignals gate is on",
     },
     Switch {
         name: "crd-establishing-stopped",

@@ -19,6 +19,7 @@ pub mod programs;
 pub mod proxy;
 pub mod registry;
 pub mod remotecommand;
+pub mod resource_metrics;
 pub mod runtime;
 pub mod server;
 pub mod shell;

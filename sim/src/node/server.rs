@@ -1,5 +1,5 @@
 //! The kubelet's HTTPS API on `nodeIP:10250` (self-signed certificate): `/healthz`, `/configz`,
-//! `/stats/summary`, `/pods`, `/containerLogs/{ns}/{pod}/{container}` and
+//! `/stats/summary`, `/metrics/resource`, `/pods`, `/containerLogs/{ns}/{pod}/{container}` and
 //! `/exec/{ns}/{pod}/{container}` as a websocket speaking the Kubernetes channel protocol
 //! (`v5.channel.k8s.io`, `v4.channel.k8s.io`): stream 1 stdout, 2 stderr, 3 a Status JSON with
 //! the exit code, as the real kubelet answers. The API server proxies `pods/log`, `pods/exec`
@@ -140,6 +140,18 @@ pub(crate) fn router(kl: Arc<Kubelet>) -> Router {
                         "text/plain; version=0.0.4; charset=utf-8",
                     )],
                     kl.metrics.render(kl.cfg.os == crossconf_model::os::Os::Windows),
+                )
+            }),
+        )
+        .route(
+            "/metrics/resource",
+            get(|State(kl): State<Arc<Kubelet>>| async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    super::resource_metrics::render(&stats::summary(&kl)),
                 )
             }),
         )

@@ -122,6 +122,11 @@ pub(crate) fn summary(kl: &Kubelet) -> Value {
             if drop == Some(StatsField::LogsAvailableBytes) {
                 logs.as_object_mut().map(|o| o.remove("availableBytes"));
             }
+            // Upstream's stats providers drop terminated containers from the list
+            // (cri_stats_provider.go `removeTerminatedContainers`); the pod's totals keep them.
+            if !running {
+                continue;
+            }
             let rootfs_used = c.exec.as_ref().map_or(0, |x| x.fs.rootfs_used());
             containers.push(json!({
                 "name": c.name,

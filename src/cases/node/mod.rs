@@ -24,7 +24,7 @@ pub(crate) mod resources;
 mod rootfs;
 mod runtimeclass;
 mod sleep_hooks;
-mod stats;
+pub(crate) mod stats;
 mod subpath_expr;
 mod termination;
 

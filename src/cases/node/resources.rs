@@ -16,7 +16,7 @@ use crate::framework::{CaseError, CaseResult, ContainerBuilder, Framework, PodBu
 use crate::os::{self};
 
 /// Upstream cpu_limits.go.
-pub const CPU_LIMITS: &str = "[sig-windows] [Feature:Windows] Cpu Resources [Serial] Container limits should not be exceeded after waiting 2 minutes";
+pub const CPU_LIMITS: &str = "[sig-windows] [Feature:Windows] Cpu Resources [Serial] Container limits should not be exceeded the limit threshold";
 /// Upstream memory_limits.go: allocatable = capacity − reserved − eviction thresholds.
 pub const MEMORY_ALLOCATABLE: &str = "[sig-windows] [Feature:Windows] Memory Limits [Serial] [Slow] Allocatable node memory should be equal to a calculated allocatable memory value";
 /// Upstream memory_limits.go: a pod past allocatable is not scheduled.
@@ -190,9 +190,11 @@ async fn memory_past_allocatable(f: &Framework) -> CaseResult {
     Ok(())
 }
 
-/// Upstream cpu_limits.go "Container limits should not be exceeded after waiting 2 minutes":
-/// two CPU-burning pods limited to `0.5` and `500m` cores; for two minutes, every stats read
-/// shows their usage below 0.525 cores, and at least one read shows it above 0.
+/// Upstream cpu_limits.go "Container limits should not be exceeded the limit threshold": two
+/// CPU-burning pods limited to `0.5` and `500m` cores run; then, polling every 10 s for up to two
+/// minutes (upstream's `Eventually`), a stats read must show both using more than 0 and less
+/// than 0.525 cores. Earlier versions waited two minutes and required every read to be under
+/// the threshold; upstream's current body passes on the first read that holds.
 async fn cpu_limits(f: &Framework) -> CaseResult {
     let os = f.target_os();
     f.require_nodes(os, 1).await?;
@@ -228,49 +230,40 @@ async fn cpu_limits(f: &Framework) -> CaseResult {
         .await?;
         placed.push((name.to_string(), pod_node(&pod)));
     }
-    let limit = 0.5 * 1.05;
-    let mut max_seen: BTreeMap<String, f64> = BTreeMap::new();
+    // Upstream's cpuUsageThreshold: the 0.5-core limit plus 5%.
+    let threshold = 0.5 * 1.05;
     let deadline = Instant::now() + Duration::from_secs(120).min(f.remaining().saturating_sub(Duration::from_secs(30)));
     let mut tick = tokio::time::interval(Duration::from_secs(10));
+    let mut last = String::from("no stats read");
     while Instant::now() < deadline {
         tick.tick().await;
+        let mut problems = Vec::new();
+        let mut seen = Vec::new();
         for (name, node) in &placed {
             let summary = f.stats_summary(node).await?;
-            let stats = summary
-                .pods_in(f.ns())
-                .find(|p| &p.pod_ref.name == name)
-                .ok_or_else(|| {
-                    CaseError::failed(format!("pod {name} not found in the stats summary of node {node}"))
-                })?;
+            let Some(stats) = summary.pods_in(f.ns()).find(|p| &p.pod_ref.name == name) else {
+                problems.push(format!("pod {name} not found in the stats summary of node {node}"));
+                continue;
+            };
             let cores = stats.cpu.as_ref().and_then(|c| c.usage_nano_cores).unwrap_or(0) as f64 * 1e-9;
-            let within_limit = cores < limit;
-            crate::ensure!(
-                within_limit,
-                "pod {name} on node {node} uses {cores:.3} cores, exceeding its 0.5-core limit by more than 5%"
-            );
-            let m = max_seen.entry(name.clone()).or_insert(0.0);
-            *m = m.max(cores);
+            seen.push((name, cores));
+            if cores <= 0.0 {
+                problems.push(format!("pod {name} on node {node} reports usage 0 cores, expected > 0"));
+            } else if cores >= threshold {
+                problems.push(format!(
+                    "pod {name} on node {node} uses {cores:.3} cores, exceeding its 0.5-core limit by more than 5%"
+                ));
+            }
         }
-        let running = f.api::<Pod>().list(&Default::default()).await?;
-        for p in running.items {
-            let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
-            crate::ensure!(
-                phase == "Running",
-                "pod {} is {phase}, expected Running",
-                p.metadata.name.unwrap_or_default()
-            );
+        if problems.is_empty() {
+            for (name, cores) in seen {
+                f.property(format!("{name}_cores"), format!("{cores:.3}"));
+            }
+            return Ok(());
         }
+        last = problems.join("; ");
     }
-    for (name, node) in &placed {
-        let max = max_seen.get(name).copied().unwrap_or(0.0);
-        f.property(format!("{name}_max_cores"), format!("{max:.3}"));
-        let used = max > 0.0;
-        crate::ensure!(
-            used,
-            "pod {name} on node {node} reported usage 0 cores for 2 minutes, expected > 0"
-        );
-    }
-    Ok(())
+    crate::fail!("CPU use of the limited pods not within (0, {threshold:.3}) cores within 2 minutes: {last}")
 }
 
 #[cfg(test)]

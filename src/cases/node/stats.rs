@@ -35,7 +35,7 @@ const STATS_CALL_LIMIT: Duration = Duration::from_secs(10);
 
 /// Upstream `newKubeletStatsTestPods`: `n` pods pinned to `node`, each with an init container
 /// and a long-running container.
-async fn stats_pods(f: &Framework, os: Os, node: &str, n: usize) -> CaseResult {
+pub(crate) async fn stats_pods(f: &Framework, os: Os, node: &str, n: usize) -> CaseResult {
     let builders: Vec<PodBuilder> = (0..n)
         .map(|i| {
             PodBuilder::new(&format!("statscollectiontest-{i}"), os)

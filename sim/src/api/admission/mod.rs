@@ -57,6 +57,7 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
             obj["status"] = json!({"phase": "Active"});
         }
         ("", "pods") => {
+            super::stop_signal::drop_disabled(st, obj, None);
             if !plugin_off(st, "RuntimeClass") {
                 runtime_class(st, obj).map_err(|why| admission_forbidden(def, obj, &why))?;
             }
@@ -93,7 +94,7 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
         }
         _ => {}
     }
-    reject(def, obj, waive(st, def, validate::validate(def, obj, None)))?;
+    reject(def, obj, waive(st, def, obj, validate::validate(def, obj, None)))?;
     rbac_escalation(st, def, obj)?;
     resource_quota(st, def, obj)
 }
@@ -114,6 +115,9 @@ fn rbac_escalation(st: &AppState, def: &ResourceDef, obj: &Value) -> ApiResult<(
 pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value) -> ApiResult<()> {
     defaults::apply(def, new);
     drop_match_conditions(st, def, new);
+    if def.group.is_empty() && def.plural == "pods" {
+        super::stop_signal::drop_disabled(st, new, Some(old));
+    }
     match (def.group, def.plural) {
         (super::crd::GROUP, "customresourcedefinitions") => super::crd::carry_status(old, new),
         ("", "namespaces") => {
@@ -186,7 +190,7 @@ pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value)
         }
         _ => {}
     }
-    reject(def, new, waive(st, def, validate::validate(def, new, Some(old))))?;
+    reject(def, new, waive(st, def, new, validate::validate(def, new, Some(old))))?;
     rbac_escalation(st, def, new)
 }
 
@@ -214,8 +218,15 @@ fn drop_match_conditions(st: &AppState, def: &ResourceDef, obj: &mut Value) {
 /// (changes to an immutable ConfigMap/Secret), `validation-off=match-conditions` (webhook
 /// matchConditions that do not compile), `pod-os-validation-off` (Linux-only fields on Windows
 /// pods).
-fn waive(st: &AppState, def: &ResourceDef, causes: Vec<Cause>) -> Vec<Cause> {
+fn waive(st: &AppState, def: &ResourceDef, obj: &Value, mut causes: Vec<Cause>) -> Vec<Cause> {
     let faults = &st.cfg.faults;
+    let pod = def.group.is_empty() && def.plural == "pods";
+    if pod
+        && faults.is_on("windows-stop-signals-refused")
+        && let Some(spec) = obj.get("spec")
+    {
+        super::stop_signal::refuse_all_windows(spec, "spec", &mut causes);
+    }
     if super::webhook::config::is_config(def.group, def.plural)
         && faults.applies_to("validation-off", "match-conditions")
     {
@@ -224,10 +235,10 @@ fn waive(st: &AppState, def: &ResourceDef, causes: Vec<Cause>) -> Vec<Cause> {
             .filter(|c| !c.message.contains("compilation failed"))
             .collect();
     }
-    if def.group.is_empty() && def.plural == "pods" && faults.is_on("pod-os-validation-off") {
+    if pod && faults.is_on("pod-os-validation-off") {
         return causes
             .into_iter()
-            .filter(|c| !c.message.contains("for a windows pod"))
+            .filter(|c| !c.message.contains("for a windows pod") && !super::stop_signal::is_stop_signal_cause(c))
             .collect();
     }
     let config = def.group.is_empty() && matches!(def.plural, "configmaps" | "secrets");
