@@ -150,7 +150,11 @@ pub async fn scale(
         }
         match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q), tracking).await {
             Ok(written) => return Ok(json_response(200, &scale_of(def, &written), &[])),
-            Err(e) if e.reason == "Conflict" && user_rv.is_none() => continue,
+            // Another write got in between our read and ours: start again from a fresh read,
+            // as upstream's GuaranteedUpdate does, unless the client asked for the version it
+            // had read (a PUT with a resourceVersion, a patch that sets one), which is now stale.
+            // A patch that sets none carries the version it was applied to.
+            Err(e) if e.reason == "Conflict" && user_rv.is_none_or(|rv| is_patch && rv == rv_of(&old)) => continue,
             Err(e) => return Err(e),
         }
     }
