@@ -190,6 +190,18 @@ async fn definition(f: &Framework, crd: &CustomResourceDefinition, version: &str
     Ok(doc["components"]["schemas"].get(definition_name(crd, version)).cloned())
 }
 
+/// The published definition of `crd`'s `version`, which must be there (the case created the
+/// CRD and saw it published before).
+async fn published(f: &Framework, crd: &CustomResourceDefinition, version: &str) -> Result<Value, CaseError> {
+    match definition(f, crd, version).await? {
+        Some(d) => Ok(d),
+        None => fail!(
+            "definition {} vanished from the OpenAPI v3 document",
+            definition_name(crd, version)
+        ),
+    }
+}
+
 /// A published definition without what the server adds (upstream `dropDefaults`).
 fn without_defaults(mut d: Value) -> Value {
     if let Some(m) = d.as_object_mut() {
@@ -395,12 +407,7 @@ async fn with_schema(f: &Framework) -> CaseResult {
         async |crds: &[CustomResourceDefinition]| {
             let crd = &crds[0];
             create_and_apply(f, crd, "test-foo", json!({"spec": {"bars": [{"name": "test-bar"}]}})).await?;
-            let Some(d) = definition(f, crd, "v1").await? else {
-                fail!(
-                    "definition {} vanished from the OpenAPI v3 document",
-                    definition_name(crd, "v1")
-                );
-            };
+            let d = published(f, crd, "v1").await?;
             let kind = crd.spec.names.plural.as_str();
             ensure!(
                 d["description"]
@@ -434,12 +441,7 @@ async fn without_schema(f: &Framework) -> CaseResult {
         async |crds: &[CustomResourceDefinition]| {
             let crd = &crds[0];
             create_and_apply(f, crd, "test-cr", json!({"a": {"b": [{"c": "d"}]}})).await?;
-            let Some(d) = definition(f, crd, "v1").await? else {
-                fail!(
-                    "definition {} vanished from the OpenAPI v3 document",
-                    definition_name(crd, "v1")
-                );
-            };
+            let d = published(f, crd, "v1").await?;
             ensure!(
                 d["description"].as_str().is_none_or(str::is_empty),
                 "kubectl explain {} would show DESCRIPTION {}, expected <empty>",
@@ -461,12 +463,7 @@ async fn preserve_root(f: &Framework) -> CaseResult {
         async |crds: &[CustomResourceDefinition]| {
             let crd = &crds[0];
             create_and_apply(f, crd, "test-cr", json!({"a": {"b": [{"c": "d"}]}})).await?;
-            let Some(d) = definition(f, crd, "v1").await? else {
-                fail!(
-                    "definition {} vanished from the OpenAPI v3 document",
-                    definition_name(crd, "v1")
-                );
-            };
+            let d = published(f, crd, "v1").await?;
             let kinds: Vec<&str> = d["x-kubernetes-group-version-kind"]
                 .as_array()
                 .into_iter()
@@ -491,9 +488,7 @@ async fn preserve_nested(f: &Framework) -> CaseResult {
     with_crds(f, &[("unknown-in-nested", &["v1"][..], schema_preserve_nested())], async |crds: &[CustomResourceDefinition]| {
         let crd = &crds[0];
         create_and_apply(f, crd, "test-cr", json!({"spec": {"a": null, "b": [{"c": "d"}]}})).await?;
-        let Some(d) = definition(f, crd, "v1").await? else {
-            fail!("definition {} vanished from the OpenAPI v3 document", definition_name(crd, "v1"));
-        };
+        let d = published(f, crd, "v1").await?;
         ensure!(
             d["description"]
                 .as_str()
