@@ -381,7 +381,12 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "unsupported-mounts-accepted",
         arg: Arg::None,
-        breaks: "Windows kubelets silently accept emptyDir medium Memory and subPath/single-file mounts instead of failing the container",
+        breaks: "Windows kubelets silently accept emptyDir medium HugePages instead of failing the container",
+    },
+    Switch {
+        name: "subpath-ignored",
+        arg: Arg::None,
+        breaks: "kubelets mount the whole volume where a volume mount names a subPath",
     },
     Switch {
         name: "allocatable-misreported",

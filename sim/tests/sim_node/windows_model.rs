@@ -118,29 +118,45 @@ async fn volume_and_user_rows_of_the_windows_model() {
         code.is_some() && format!("{out}{err}").contains("Read-only file system"),
         "{out}{err}"
     );
-    // emptyDir medium Memory and subPath: unsupported on Windows, fine on Linux.
-    for (name, node) in [("mem-win", "win-1"), ("mem-lin", "lin-0")] {
+    // emptyDir medium Memory and subPath: served on both (a plain directory on Windows, as
+    // mount_windows.go does; subpath_windows.go); emptyDir medium HugePages refused on Windows.
+    for (name, node, medium) in [
+        ("mem-win", "win-1", "Memory"),
+        ("mem-lin", "lin-0", "Memory"),
+        ("huge-medium-win", "win-1", "HugePages"),
+    ] {
         let p = with_volume(
             pod(name, node, AGNHOST, None, vec!["pause"]),
-            serde_json::json!({"name": "m", "emptyDir": {"medium": "Memory"}}),
+            serde_json::json!({"name": "m", "emptyDir": {"medium": medium}}),
             serde_json::json!({"name": "m", "mountPath": "/mnt/m"}),
         );
         create(&c, p).await;
     }
-    let msg = wait_waiting(&c, "mem-win", "CreateContainerError").await;
-    assert!(msg.contains("medium Memory"), "{msg}");
+    wait_pod(&c, "mem-win", "Running", running_ready).await;
     wait_pod(&c, "mem-lin", "Running", running_ready).await;
+    let msg = wait_waiting(&c, "huge-medium-win", "CreateContainerError").await;
+    assert!(msg.contains("medium HugePages"), "{msg}");
     for (name, node) in [("sub-win", "win-1"), ("sub-lin", "lin-0")] {
-        let p = with_volume(
+        let mut p = with_volume(
             pod(name, node, AGNHOST, None, vec!["pause"]),
             serde_json::json!({"name": "s", "emptyDir": {}}),
             serde_json::json!({"name": "s", "mountPath": "/mnt/s", "subPath": "x"}),
         );
+        let spec = p.spec.as_mut().unwrap();
+        let mut whole = spec.containers[0].clone();
+        whole.name = "whole".into();
+        whole.volume_mounts = Some(vec![
+            serde_json::from_value(serde_json::json!({"name": "s", "mountPath": "/mnt/all"})).unwrap(),
+        ]);
+        spec.containers.push(whole);
         create(&c, p).await;
     }
-    let msg = wait_waiting(&c, "sub-win", "CreateContainerError").await;
-    assert!(msg.contains("subPath"), "{msg}");
+    wait_pod(&c, "sub-win", "Running", running_ready).await;
     wait_pod(&c, "sub-lin", "Running", running_ready).await;
+    let (_, err, code) = exec(&c, "sub-win", &["cmd", "/c", "echo through-sub> C:\\mnt\\s\\f.txt"]).await;
+    assert_eq!(code, None, "{err}");
+    let (out, _, code) = exec_in(&c, "sub-win", "whole", &["cmd", "/c", "type C:\\mnt\\all\\x\\f.txt"]).await;
+    assert_eq!((out.trim(), code), ("through-sub", None));
     // A host named pipe mapped through hostPath shows in the container's pipe namespace; a pipe
     // the host does not have fails the container.
     for (name, pipe) in [("pipe-ok", "containerd-containerd"), ("pipe-missing", "no-such-pipe")] {
@@ -265,9 +281,10 @@ async fn network_rows_restarts_and_deletion() {
 // - Linux-only security fields (rejected with spec.os windows, ignored without):
 //   `security_context_row_of_the_windows_model`
 // - runAsUserName applied, unknown user fails: `volume_and_user_rows_of_the_windows_model`
-// - emptyDir medium Memory: `volume_and_user_rows_of_the_windows_model`; hugepages:
-//   `hugepages_and_file_mount_rows_of_the_windows_model`
-// - subPath: `volume_and_user_rows_of_the_windows_model`; a single-file mount:
+// - emptyDir medium Memory (served: a plain directory, see README "The simulated Windows nodes
+//   serve subPath mounts") and medium HugePages (refused): `volume_and_user_rows_of_the_windows_model`;
+//   hugepages requests: `hugepages_and_file_mount_rows_of_the_windows_model`
+// - subPath (served): `volume_and_user_rows_of_the_windows_model`; a single-file mount (served):
 //   `hugepages_and_file_mount_rows_of_the_windows_model`
 // - read-only volume mount: `volume_and_user_rows_of_the_windows_model`
 // - DNS: dotted names fully qualified: `nodeport_on_every_node_and_cluster_dns`; configured
@@ -359,8 +376,8 @@ async fn hugepages_and_file_mount_rows_of_the_windows_model() {
     create(&c, huge).await;
     let msg = wait_waiting(&c, "huge-win", "CreateContainerError").await;
     assert!(msg.contains("hugepages"), "{msg}");
-    // A volume mounted onto a single file (hostPath of type FileOrCreate): unsupported on
-    // Windows, fine on Linux.
+    // A volume mounted onto a single file (hostPath of type FileOrCreate): containerd maps
+    // single files on Windows as on Linux.
     for (name, node, host, at) in [
         ("file-win", "win-1", "C:\\var\\crossconf\\one.txt", "C:\\mnt\\one.txt"),
         ("file-lin", "lin-0", "/var/crossconf/one.txt", "/mnt/one.txt"),
@@ -372,8 +389,7 @@ async fn hugepages_and_file_mount_rows_of_the_windows_model() {
         );
         create(&c, p).await;
     }
-    let msg = wait_waiting(&c, "file-win", "CreateContainerError").await;
-    assert!(msg.contains("onto a single file") && msg.contains("Windows"), "{msg}");
+    wait_pod(&c, "file-win", "Running", running_ready).await;
     wait_pod(&c, "file-lin", "Running", running_ready).await;
 }
 

@@ -5,7 +5,7 @@
 //!
 //! The refusals happen before any mount, so those cases run on both OSes (upstream picks
 //! `C:\Users` as the absolute path on Windows); the cases that mount through the expanded
-//! subPath need [`crate::os::Os::supports_file_mounts`] and give its absence as their skip reason.
+//! subPath run on both too (the kubelet's `subpath_windows.go`).
 
 use std::time::Duration;
 
@@ -134,23 +134,19 @@ pub(crate) const SUBSTITUTE_SUBPATH: &str =
     "[sig-node] Variable Expansion should allow substituting values in a volume subpath [Conformance]";
 
 /// POD_NAME holds the pod's name; the volume mounted through `$(POD_NAME)` makes that
-/// directory, which the whole-volume mount shows (`test -d` prints 0).
+/// directory, which the whole-volume mount shows (its listing names it).
 async fn substitute_subpath(f: &Framework) -> CaseResult {
     let os = f.target_os();
-    f.skip_unless(
-        os.supports_file_mounts(),
-        format!("subPath mounts are not supported on {} nodes", os.title()),
-    )?;
     let name = "var-expansion-subpath";
     let whole = mount(f, "testcontainer", None);
-    let script = format!("test -d {}; echo $?", os.join(&whole.mount_path, name));
+    let script = os.list_dir(&whole.mount_path);
     let env = vec![var("POD_NAME", name)];
     let mounts = vec![mount(f, "logscontainer", Some("$(POD_NAME)")), whole];
     let builder = expansion_pod(f, name, &script, env, mounts);
     let out = f.container_output(&builder, CONTAINER).await?;
     ensure!(
-        out.trim() == "0",
-        "pod {name}: expected subPathExpr $(POD_NAME) to create directory {name} in the volume (`{script}` printing 0), got {:?}",
+        out.lines().any(|l| l.trim() == name),
+        "pod {name}: expected subPathExpr $(POD_NAME) to create directory {name} in the volume (`{script}` listing it), got {:?}",
         out.trim()
     );
     Ok(())
@@ -183,10 +179,6 @@ pub(crate) const WRITE_SUBPATHS: &str =
 /// mount; changing the annotation later does not disturb the running pod, which then deletes.
 async fn write_subpaths(f: &Framework) -> CaseResult {
     let os = f.target_os();
-    f.skip_unless(
-        os.supports_file_mounts(),
-        format!("subPath mounts are not supported on {} nodes", os.title()),
-    )?;
     let name = "var-expansion-write";
     let annotation = EnvVar {
         name: "ANNOTATION".into(),
@@ -207,7 +199,7 @@ async fn write_subpaths(f: &Framework) -> CaseResult {
     let builder = expansion_pod(f, name, os.idle_script(), env, vec![sub, whole]).annotation("mysubpath", "mypath");
     let pod = f.create_pod_ready(&builder).await?;
     let touched = f
-        .exec_shell(name, Some(CONTAINER), os, &format!("touch {written}"))
+        .exec_shell(name, Some(CONTAINER), os, &os.write_file(&written, "test"))
         .await?;
     ensure!(
         touched.exit_code == 0,
@@ -216,12 +208,10 @@ async fn write_subpaths(f: &Framework) -> CaseResult {
         touched.exit_code,
         touched.out()
     );
-    let found = f
-        .exec_shell(name, Some(CONTAINER), os, &format!("test -f {seen_at}"))
-        .await?;
+    let found = f.exec_shell(name, Some(CONTAINER), os, &os.cat(&seen_at)).await?;
     if found.exit_code != 0 {
         fail!(
-            "pod {name} on node {}: {written} does not show as {seen_at} through subPathExpr $(ANNOTATION)/$(POD_NAME) (mypath/foo); `test -f` exited {}",
+            "pod {name} on node {}: {written} does not show as {seen_at} through subPathExpr $(ANNOTATION)/$(POD_NAME) (mypath/foo); reading it exited {}",
             pod_node(&pod),
             found.exit_code
         );

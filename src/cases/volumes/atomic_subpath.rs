@@ -3,8 +3,9 @@
 //! downward API or projected volume through `subPath` and reads the value at its mount point,
 //! also when that mount point is a file the image already has (`/etc/resolv.conf`).
 //!
-//! Windows nodes mount no subPath ([`crate::os::Os::supports_file_mounts`]); the cases give
-//! that as their skip reason there.
+//! They run on Windows nodes too: upstream dropped their `[LinuxOnly]` once containerd mapped
+//! single files into Windows containers (see [`crate::os::Os::supports_hugepages`] for the
+//! profile's reasoning).
 
 use k8s_openapi::api::core::v1::{Container, Volume};
 
@@ -48,10 +49,6 @@ async fn expect_subpath_reads(
     want: &str,
 ) -> CaseResult {
     let os = f.target_os();
-    f.skip_unless(
-        os.supports_file_mounts(),
-        format!("subPath mounts are not supported on {} nodes", os.title()),
-    )?;
     f.create(&secret(SECRET, &[("secret-key", "secret-value")])).await?;
     f.create(&config_map(CONFIGMAP, &[("configmap-key", "configmap-value")]))
         .await?;

@@ -103,11 +103,6 @@ pub(crate) const HOST_PATH_SUBPATH: &str = "[sig-storage] HostPath should suppor
 /// The writer mounts `sub-path` of the host directory; the file shows in that subdirectory for
 /// the reader, which mounts the whole directory.
 async fn host_path_subpath(f: &Framework) -> CaseResult {
-    let os = f.target_os();
-    f.skip_unless(
-        os.supports_file_mounts(),
-        format!("subPath mounts are not supported on {} nodes", os.title()),
-    )?;
     let file = format!("test-file-{}", f.ns());
     expect_shared(f, Some("sub-path"), &file, &format!("sub-path/{file}")).await
 }

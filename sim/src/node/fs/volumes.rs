@@ -40,7 +40,7 @@ pub struct VolumeDir {
 pub struct PodVolumes {
     /// By volume name.
     pub volumes: HashMap<String, VolumeDir>,
-    /// The cluster's fault switches (`emptydir-not-shared`, `unsupported-mounts-accepted`
+    /// The cluster's fault switches (`emptydir-not-shared`, `subpath-ignored`, `unsupported-mounts-accepted`
     /// break how volumes are mounted).
     pub faults: Arc<Faults>,
 }
@@ -103,8 +103,10 @@ impl PodVolumes {
         if let Some(ed) = &v.empty_dir {
             mkdir(&v.name, dir)?;
             let medium = ed.medium.as_deref().unwrap_or("");
-            let unsupported = if (medium == "Memory" || medium.starts_with("HugePages"))
-                && !os.supports_memory_medium()
+            // medium Memory on Windows is a plain directory (mount_windows.go turns a tmpfs
+            // mount into MkdirAll), so only HugePages is refused there.
+            let unsupported = if medium.starts_with("HugePages")
+                && !os.supports_hugepages()
                 && !faults.is_on("unsupported-mounts-accepted")
             {
                 Some(format!(
@@ -426,21 +428,8 @@ impl PodVolumes {
             .as_deref()
             .filter(|s| !s.is_empty())
             .or(vm.sub_path_expr.as_deref().filter(|s| !s.is_empty()));
-        if (sub.is_some() || v.is_file)
-            && !os.supports_file_mounts()
-            && !self.faults.is_on("unsupported-mounts-accepted")
-        {
-            return Err(format!(
-                "mounting volume \"{}\" at {} {} is not supported on Windows nodes",
-                vm.name,
-                vm.mount_path,
-                if sub.is_some() {
-                    "through subPath"
-                } else {
-                    "onto a single file"
-                }
-            ));
-        }
+        // `subpath-ignored`: the whole volume is mounted, as by a kubelet that drops subPath.
+        let sub = sub.filter(|_| !self.faults.is_on("subpath-ignored"));
         let host = match sub {
             Some(s) => {
                 let h = v.host.join(s);

@@ -230,7 +230,7 @@ pub(super) async fn start_container(
             .chain(res.requests.iter())
             .flat_map(|m| m.keys())
             .any(|k| k.starts_with("hugepages-"));
-        if huge && !kl.cfg.os.supports_memory_medium() {
+        if huge && !kl.cfg.os.supports_hugepages() {
             return fail_create(
                 "CreateContainerError",
                 "failed to create containerd container: hugepages are not supported on Windows nodes".into(),
