@@ -75,6 +75,7 @@ impl ReadyFile {
 pub fn adapted_cases() -> Vec<Case> {
     let mut all = super::pods::cases();
     all.extend(super::config::cases());
+    all.extend(super::volumes::basic_cases());
     all.extend(super::probes::cases());
     all.extend(cases());
     all.extend(super::policy::cases());
