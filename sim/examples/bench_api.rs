@@ -2,13 +2,18 @@
 //! GETs of one pod per second, LISTs of 1,000 pods per second, a 50-watcher fan-out, and
 //! resident memory with 5,000 objects stored.
 //!
-//! The client runs in the same process on the same two cores, so LIST is measured twice: with
-//! the body only checked and its items counted (what the server can serve), and decoded into
-//! typed pods (what a kube-rs caller sees, the client's decoding included).
+//! The server runs in a child process (this binary again, with `BENCH_API_SERVE` set), so the
+//! resident memory printed is the server's alone: measured in one process, the client's
+//! decoded lists and the allocator's high-water mark after the load were counted with it. The
+//! client still shares the two cores, so LIST is measured twice: with the body only checked
+//! and its items counted (what the server can serve), and decoded into typed pods (what a
+//! kube-rs caller sees, the client's decoding included).
 //!
 //! Run with `cargo run --release --example bench_api` (or without `--release` for a debug
 //! build's figures). Everything stays on loopback: the server binds a 127.B.0.1 address.
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crossconf_sim::addr::AddressBlock;
@@ -25,9 +30,9 @@ fn pod(name: &str) -> Pod {
     .expect("valid pod")
 }
 
-/// Resident set size of this process in KiB (the server runs in-process).
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+/// Resident set size of process `pid` in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(String::from))
         .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
@@ -60,20 +65,61 @@ where
     total as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Environment variable that makes this binary the server: it writes its kubeconfig to the
+/// path the variable names, prints `ready` and serves until its stdin closes.
+const SERVE: &str = "BENCH_API_SERVE";
+
+/// The child process's side: one API server on a loopback block.
+async fn serve(kubeconfig: &str) -> anyhow::Result<()> {
+    let block = AddressBlock(230 + (std::process::id() % 9) as u8);
+    let srv = ApiServer::start(ApiConfig::new(block).port(0)).await?;
+    std::fs::write(kubeconfig, srv.kubeconfig_yaml("bench"))?;
+    println!("ready");
+    std::io::stdout().flush()?;
+    // Serve until the parent closes our stdin (it exits or is done).
+    tokio::task::spawn_blocking(|| std::io::stdin().lines().count()).await?;
+    srv.shutdown().await;
+    Ok(())
+}
+
+/// Starts the server process and returns it with a client for it once it is serving.
+async fn start_server(dir: &std::path::Path) -> anyhow::Result<(Child, Client)> {
+    let kubeconfig = dir.join("kubeconfig");
+    let mut child = Command::new(std::env::current_exe()?)
+        .env(SERVE, &kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let out = child.stdout.take().expect("piped stdout");
+    let line = tokio::task::spawn_blocking(move || BufReader::new(out).lines().next()).await?;
+    anyhow::ensure!(
+        matches!(line, Some(Ok(ref l)) if l == "ready"),
+        "the server process did not start: {line:?}"
+    );
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig)?,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    Ok((child, Client::try_from(config)?))
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     crossconf_sim::install_crypto_provider();
-    let block = AddressBlock(230 + (std::process::id() % 9) as u8);
-    let rss_empty = rss_kib();
-    let srv = ApiServer::start(ApiConfig::new(block).port(0)).await?;
-    let client = Client::try_from(srv.kube_config())?;
+    if let Some(path) = std::env::var_os(SERVE) {
+        return serve(&path.to_string_lossy()).await;
+    }
+    let dir = tempfile::tempdir()?;
+    let (mut server, client) = start_server(dir.path()).await?;
+    let rss_empty = rss_kib(server.id());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
 
     // 1,000 pods for GET/LIST.
     for i in 0..1000 {
         pods.create(&PostParams::default(), &pod(&format!("p{i:04}"))).await?;
     }
-    let rss_loaded = rss_kib();
+    let rss_loaded = rss_kib(server.id());
     let get = {
         let pods = pods.clone();
         rate(8, Duration::from_secs(3), move || {
@@ -165,12 +211,14 @@ async fn main() -> anyhow::Result<()> {
         cms.create(&PostParams::default(), &cm).await?;
     }
     println!(
-        "RSS:                  {:.1} MiB before start, {:.1} MiB with 1,000 pods (before the load), \
+        "server RSS:           {:.1} MiB empty, {:.1} MiB with 1,000 pods (before the load), \
          {:.1} MiB with 5,000 objects (plus watch history, after the load)",
         rss_empty as f64 / 1024.0,
         rss_loaded as f64 / 1024.0,
-        rss_kib() as f64 / 1024.0
+        rss_kib(server.id()) as f64 / 1024.0
     );
-    srv.shutdown().await;
+    drop(server.stdin.take());
+    let status = server.wait()?;
+    anyhow::ensure!(status.success(), "the server process ended with {status}");
     Ok(())
 }
