@@ -47,3 +47,35 @@ impl Interp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::node::kubelet::gmsa::DomainJoin;
+    use crate::node::programs::testutil::{AGNHOST, ctx, text};
+    use crate::node::programs::{self};
+    use crossconf_model::os::Os;
+
+    fn argv(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_joined_container_names_its_domain_and_an_unjoined_one_has_none() {
+        let (mut c, out, _d) = ctx(Os::Windows, AGNHOST, 140);
+        c.domain = Some(Arc::new(DomainJoin {
+            dns_name: "acme.com".into(),
+            netbios_name: "ACME".into(),
+        }));
+        assert_eq!(programs::run(c, argv(&["nltest", "/PARENTDOMAIN"]), None).await, 0);
+        assert_eq!(text(&out), "acme.com. (1)\r\nThe command completed successfully\r\n");
+        let (c, out, _d) = ctx(Os::Windows, AGNHOST, 141);
+        let script = "nltest /parentdomain";
+        assert_eq!(
+            programs::run(c, argv(&["powershell.exe", "-Command", script]), None).await,
+            1
+        );
+        assert!(text(&out).contains("ERROR_NO_SUCH_DOMAIN"), "{}", text(&out));
+    }
+}
