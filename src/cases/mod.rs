@@ -12,6 +12,7 @@ pub mod device_plugin;
 pub mod dns;
 pub mod dns_conformance;
 pub mod endpointslice;
+pub mod gmsa;
 pub mod hostprocess;
 pub mod hybrid;
 pub mod hyperv;
@@ -67,6 +68,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(hyperv::cases());
     cases.extend(kubelet_metrics::cases());
     cases.extend(subpath_cleanup::cases());
+    cases.extend(gmsa::cases());
     cases.extend(apimachinery::cases());
     cases.extend(apiops::cases());
     cases

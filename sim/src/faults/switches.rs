@@ -328,6 +328,11 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "Windows runtimes without HostProcess (job) containers, as containerd before 1.6: their sandboxes fail",
     },
     Switch {
+        name: "gmsa-credspec-dropped",
+        arg: Arg::None,
+        breaks: "Windows kubelets never pass GMSA credential specs to the runtime: no container is domain-joined",
+    },
+    Switch {
         name: "image-cache-off",
         arg: Arg::None,
         breaks: "the runtime keeps no image store: no image is ever present on a node",

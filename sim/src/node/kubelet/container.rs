@@ -26,7 +26,7 @@ use super::probes::spawn_probes;
 use super::restart::StartFailure;
 use super::subpath::expand_sub_paths;
 use super::volumes::pod_fields;
-use super::{Kubelet, PodRt, host_process, metrics, sleep_or, with_ctr};
+use super::{Kubelet, PodRt, gmsa, host_process, metrics, sleep_or, with_ctr};
 
 /// Known Windows container users (the built-in accounts of Windows container images).
 const WINDOWS_USERS: &[&str] = &[
@@ -405,6 +405,12 @@ pub(super) async fn start_container(
             }
         })
     };
+    // hcsshim joins the container to the domain of its GMSA credential spec, unless the
+    // `gmsa-credspec-dropped` fault models a kubelet that never passes the spec down.
+    let domain = (kl.cfg.os == Os::Windows && !kl.net.faults().is_on("gmsa-credspec-dropped"))
+        .then(|| gmsa::credential_spec(&pod, c).and_then(gmsa::domain_join))
+        .flatten()
+        .map(Arc::new);
     // A HostProcess container starts in its sandbox mount point (containerd 1.7).
     let cwd = c.working_dir.clone().unwrap_or_else(|| {
         if hpc {
@@ -435,6 +441,7 @@ pub(super) async fn start_container(
         usage: usage.clone(),
         user,
         cwd,
+        domain,
     };
     let started_at = jiff::Timestamp::now();
     // `stdin: true` gives the process an input that stays open (attach writes to it) until the

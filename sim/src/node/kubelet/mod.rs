@@ -47,6 +47,7 @@ mod admission;
 mod container;
 mod events;
 mod exec;
+pub(crate) mod gmsa;
 mod hooks;
 pub(crate) mod host_process;
 mod image_pull;

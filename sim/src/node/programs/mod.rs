@@ -178,6 +178,9 @@ pub struct Ctx {
     pub user: String,
     /// The working directory.
     pub cwd: String,
+    /// The Active Directory domain the container's GMSA credential spec joined it to
+    /// (Windows; see [`crate::node::kubelet::gmsa`]).
+    pub domain: Option<Arc<crate::node::kubelet::gmsa::DomainJoin>>,
 }
 
 impl Ctx {
@@ -233,6 +236,7 @@ pub const BUSYBOX_APPLETS: &[&str] = &[
 /// Windows system programs the simulator emulates (besides cmd built-ins).
 pub const WINDOWS_PROGRAMS: &[&str] = &[
     "ping", "ipconfig", "nslookup", "curl", "hostname", "whoami", "timeout", "findstr", "where", "tasklist", "net",
+    "nltest",
 ];
 
 /// The lower-case base name of `argv0` without a Windows `.exe` suffix.
@@ -399,6 +403,7 @@ pub(crate) mod testutil {
             usage: Arc::new(Usage::default()),
             user: "ContainerUser".into(),
             cwd: "/".into(),
+            domain: None,
         };
         (ctx, buf, dir)
     }

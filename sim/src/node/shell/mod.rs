@@ -28,6 +28,7 @@ use sh_parse::parse_sh;
 mod accounts;
 mod builtins;
 mod cmd_parse;
+mod domain;
 mod hexdump;
 mod interp;
 mod netutils;
