@@ -63,6 +63,14 @@ fn main() {
             .expect("tokio runtime"),
     );
     let target = runtime.block_on(Target::start(None)).expect("the cluster to test");
+    // Serial cases need a cluster to themselves (`crossconf run` runs them one at a time after
+    // the parallel lane): here they run one at a time, holding `serial_lock`, on a second
+    // simulated cluster of their own, beside the parallel trials instead of after them. (Against
+    // `CROSSCONF_KUBECONFIG` both are the one real cluster.)
+    let serial_target = runtime
+        .block_on(Target::start(None))
+        .expect("the cluster for serial cases");
+    let serial_lock = Arc::new(tokio::sync::Mutex::new(()));
     let known = known_failures();
     for (os, name) in known.keys() {
         assert!(
@@ -77,6 +85,7 @@ fn main() {
     let mut runnable = 0;
     for os in targets {
         let ctx = target.context(os, &format!("e2e-{os}-{}", std::process::id()));
+        let serial_ctx = serial_target.context(os, &format!("e2e-serial-{os}-{}", std::process::id()));
         let mut plan_ctx = PlanContext::new(os);
         if target.sim.is_some() {
             plan_ctx.provider = Provider::SIM;
@@ -108,7 +117,9 @@ fn main() {
                     .get(&(os.to_string(), case.name.to_string()))
                     .map(|r| format!("known failure on the simulator: {r}"))
             });
-            let ctx = ctx.clone();
+            let serial = case.is_serial();
+            let ctx = if serial { serial_ctx.clone() } else { ctx.clone() };
+            let serial_lock = serial.then(|| serial_lock.clone());
             let runtime = runtime.clone();
             let key = format!("[{os}] {}", case.name);
             let trial_name = if copy == 1 {
@@ -129,6 +140,10 @@ fn main() {
                 }
                 let t0 = std::time::Instant::now();
                 let result = runtime.block_on(async move {
+                    let _alone = match &serial_lock {
+                        Some(lock) => Some(lock.lock().await),
+                        None => None,
+                    };
                     // Two attempts, as the upstream Windows jobs run with --flake-attempts=2: a
                     // case that passes on its second attempt passes, and says so.
                     let mut failures = Vec::new();
@@ -156,19 +171,27 @@ fn main() {
                 result
             })
             .with_kind(os.to_string());
-            trials.push((expected, trial));
+            trials.push((expected, serial, trial));
         }
     }
-    // Longest first, so the long waits overlap the short cases instead of ending the run.
-    schedule::longest_first(&mut trials, |(d, _)| *d);
+    // Longest first, so the long waits overlap the short cases instead of ending the run; the
+    // serial trials spread evenly through that order, so that they rarely wait for each other's
+    // lock (a waiting trial holds a lane).
+    schedule::longest_first(&mut trials, |(d, _, _)| *d);
+    let (serial_trials, mut trials): (Vec<_>, Vec<_>) = trials.into_iter().partition(|(_, serial, _)| *serial);
+    let gap = trials.len() / (serial_trials.len() + 1);
+    for (i, t) in serial_trials.into_iter().enumerate() {
+        trials.insert(((i + 1) * gap + i).min(trials.len()), t);
+    }
     // Cases wait on pods and timers, not on the CPU (the process uses about 5 % of two cores,
     // see the line `finish` prints): lanes grow with the catalogue, one per 36 trials that run and at
     // least 8, so three times the cases take about the same wall rather than three times it.
     if args.test_threads.is_none() {
         args.test_threads = Some(timing::lanes_for(runnable, 36, 8));
     }
-    let conclusion = libtest_mimic::run(&args, trials.into_iter().map(|(_, t)| t).collect());
+    let conclusion = libtest_mimic::run(&args, trials.into_iter().map(|(_, _, t)| t).collect());
     runtime.block_on(target.shutdown());
+    runtime.block_on(serial_target.shutdown());
     times.finish("e2e");
     conclusion.exit();
 }

@@ -23,6 +23,7 @@ pub mod pods;
 pub mod policy;
 pub mod probes;
 pub mod proxy;
+pub mod scheduling;
 pub mod security;
 pub mod service;
 pub mod service_api;
@@ -59,6 +60,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(apps::cases());
     cases.extend(api::cases());
     cases.extend(policy::cases());
+    cases.extend(scheduling::cases());
     cases.extend(node::cases());
     cases.extend(security::cases());
     cases.extend(windows::cases());

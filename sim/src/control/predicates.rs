@@ -355,6 +355,14 @@ pub fn insufficient(requests: &Resources, free: &Resources) -> Vec<String> {
 ///
 /// The first failing check, as kube-scheduler's filter chain reports it.
 pub fn fits(pod: &Pod, node: &Node, pods_on_node: &[&Pod]) -> Result<(), UnfitReason> {
+    fits_without(pod, node, pods_on_node, &[])
+}
+
+/// [`fits`] with the filter plugins named in `disabled` (upstream's plugin names:
+/// `TaintToleration`, `NodeAffinity`, `NodePorts`, `NodeResourcesFit`) left out of the chain, as a
+/// scheduler profile that disables them runs it (the `scheduler-filter-off` fault).
+pub fn fits_without(pod: &Pod, node: &Node, pods_on_node: &[&Pod], disabled: &[String]) -> Result<(), UnfitReason> {
+    let on = |plugin: &str| !disabled.iter().any(|d| d == plugin);
     let Some(spec) = pod.spec.as_ref() else {
         return Err(UnfitReason::NodeAffinity);
     };
@@ -372,17 +380,19 @@ pub fn fits(pod: &Pod, node: &Node, pods_on_node: &[&Pod]) -> Result<(), UnfitRe
         return Err(UnfitReason::NodeName);
     }
     let others: Vec<Taint> = taints.into_iter().filter(|t| t.key != TAINT_UNSCHEDULABLE).collect();
-    if let Some(t) = untolerated_taint(&others, tolerations) {
+    if on("TaintToleration")
+        && let Some(t) = untolerated_taint(&others, tolerations)
+    {
         return Err(UnfitReason::UntoleratedTaint {
             key: t.key.clone(),
             value: t.value.clone().unwrap_or_default(),
         });
     }
-    if !matches_node_selector_and_affinity(spec, node) {
+    if on("NodeAffinity") && !matches_node_selector_and_affinity(spec, node) {
         return Err(UnfitReason::NodeAffinity);
     }
     let wanted = host_ports(spec);
-    if !wanted.is_empty() {
+    if on("NodePorts") && !wanted.is_empty() {
         let used: Vec<_> = pods_on_node
             .iter()
             .filter(|p| holds_resources(p))
@@ -393,9 +403,11 @@ pub fn fits(pod: &Pod, node: &Node, pods_on_node: &[&Pod]) -> Result<(), UnfitRe
             return Err(UnfitReason::HostPorts);
         }
     }
-    let short = insufficient(&pod_requests(spec), &free_resources(node, pods_on_node));
-    if !short.is_empty() {
-        return Err(UnfitReason::Insufficient(short));
+    if on("NodeResourcesFit") {
+        let short = insufficient(&pod_requests(spec), &free_resources(node, pods_on_node));
+        if !short.is_empty() {
+            return Err(UnfitReason::Insufficient(short));
+        }
     }
     Ok(())
 }
@@ -704,8 +716,9 @@ mod tests {
         let n = node(json!({}));
         let hp = json!({"spec": {"containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 80, "hostPort": 8080}]}]}});
         let a = pod(hp.clone());
-        assert_eq!(fits(&a, &n, &[&pod(hp)]), Err(UnfitReason::HostPorts));
+        assert_eq!(fits(&a, &n, &[&pod(hp.clone())]), Err(UnfitReason::HostPorts));
         assert_eq!(fits(&a, &n, &[]), Ok(()));
+        assert_eq!(fits_without(&a, &n, &[&pod(hp.clone())], &["NodePorts".into()]), Ok(()));
     }
 
     #[test]

@@ -23,8 +23,8 @@ use super::events::{EventType, Recorder};
 use super::informer::{Informer, Wake};
 use super::plane::{Component, Ctx};
 use super::predicates::{
-    UnfitReason, fits, free_resources, holds_resources, least_allocated_score, pod_requests, preemption_summary,
-    unschedulable_summary,
+    UnfitReason, fits, fits_without, free_resources, holds_resources, least_allocated_score, pod_requests,
+    preemption_summary, unschedulable_summary,
 };
 use super::util::set_condition;
 
@@ -180,6 +180,7 @@ async fn pass(
             .then_with(|| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp))
     });
     tracing::trace!(pending = pending.len(), nodes = node_list.len(), "scheduling pass");
+    let disabled = ctx.cfg.faults.values("scheduler-filter-off");
     let nominated: Vec<(i32, Pod)> = pending
         .iter()
         .filter(|(_, p)| nominated_node(p).is_some())
@@ -202,7 +203,7 @@ async fn pass(
                     })
                     .map(|(_, p)| p),
             );
-            match fits(pod, node, &on) {
+            match fits_without(pod, node, &on, &disabled) {
                 Ok(()) => {
                     let requests = pod_requests(pod.spec.as_ref().expect("pending pods have a spec"));
                     let score = least_allocated_score(&requests, &free_resources(node, &on), node);

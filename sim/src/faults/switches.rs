@@ -404,6 +404,13 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "Windows runtimes fail containers that carry Linux-only securityContext fields instead of ignoring them",
     },
     Switch {
+        name: "scheduler-filter-off",
+        arg: Arg::Value("NodeAffinity|NodePorts|NodeResourcesFit|TaintToleration"),
+        breaks: "the scheduler runs without that filter plugin (a KubeSchedulerConfiguration profile that \
+                 lists it under plugins.filter.disabled): pods land on nodes their node selector or affinity, \
+                 host ports, resource requests or taints rule out",
+    },
+    Switch {
         name: "preemption-off",
         arg: Arg::None,
         breaks: "the scheduler never preempts lower-priority pods for a pod that does not fit",
