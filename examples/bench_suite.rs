@@ -285,6 +285,8 @@ fn main() -> ExitCode {
             external_endpoint: Some(endpoint.to_string()),
             external_name: Some(name.to_string()),
             density_pods: None,
+            // The [sig-cli] cases skip here: they time kubectl, not the cluster.
+            kubectl: Default::default(),
         };
         eprintln!(
             "bench_suite: {} cases, profile {} at time scale {}, 1 lane then {} lanes",

@@ -7,6 +7,7 @@ pub mod api;
 pub mod apimachinery;
 pub mod apiops;
 pub mod apps;
+pub mod cli;
 pub mod config;
 pub mod device_plugin;
 pub mod dns;
@@ -73,6 +74,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(gmsa::cases());
     cases.extend(apimachinery::cases());
     cases.extend(apiops::cases());
+    cases.extend(cli::cases());
     cases
 }
 

@@ -245,6 +245,9 @@ pub struct RunArgs {
     /// Pods the density case creates (upstream: 10).
     #[arg(long, value_name = "N")]
     pub density_pods: Option<usize>,
+    /// The kubectl the `[sig-cli]` cases run (default: `CROSSCONF_KUBECTL`, then PATH).
+    #[arg(long, value_name = "FILE")]
+    pub kubectl_path: Option<PathBuf>,
 }
 
 /// `crossconf sim`.

@@ -182,6 +182,7 @@ async fn run_connected(
             .or_else(|| sim.map(|s| s.external_endpoint())),
         external_name: a.external_name.clone().or_else(|| sim.map(|s| s.external_name())),
         density_pods: a.density_pods,
+        kubectl: kubectl_settings(&a, sim, &run_id)?,
     };
     let run_ctx = Arc::new(RunContext {
         client: cluster.client().clone(),
@@ -260,6 +261,10 @@ async fn run_connected(
         }));
     }
     print!("{}", summary.render());
+    // The kubectl work directory holds the simulator's credentials; nothing in it is a result.
+    if !run_ctx.settings.kubectl.work_dir.as_os_str().is_empty() {
+        let _ = std::fs::remove_dir_all(&run_ctx.settings.kubectl.work_dir);
+    }
 
     let passed = crate::report::prow::run_passed(&stats) && !shutdown.is_stopped();
     finish(&dir, &metadata, passed)?;
@@ -276,6 +281,34 @@ async fn run_connected(
     } else {
         Err(CliError::CasesFailed)
     }
+}
+
+/// Where kubectl is and how it reaches the cluster under test: the user's kubeconfig and
+/// context as given, or for `--sim` the simulator's kubeconfig written to a private work
+/// directory (not the report directory, whose files are published).
+fn kubectl_settings(
+    a: &RunArgs,
+    sim: Option<&super::sim::EmbeddedSim>,
+    run_id: &str,
+) -> Result<crate::framework::KubectlSettings, CliError> {
+    let work_dir = std::env::temp_dir().join(format!("crossconf-kubectl-{run_id}"));
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| CliError::Usage(format!("cannot create {}: {e}", work_dir.display())))?;
+    let kubeconfig = match sim {
+        Some(sim) => {
+            let path = work_dir.join("kubeconfig");
+            crate::report::artifacts::write_atomic(&path, sim.kubeconfig_yaml().as_bytes())
+                .map_err(|e| CliError::Usage(format!("cannot write {}: {e}", path.display())))?;
+            Some(path)
+        }
+        None => a.cluster.kubeconfig.clone(),
+    };
+    Ok(crate::framework::KubectlSettings {
+        binary: crate::framework::kubectl::find_kubectl(a.kubectl_path.as_deref()),
+        kubeconfig,
+        context: a.cluster.context.clone(),
+        work_dir,
+    })
 }
 
 fn finish(dir: &std::path::Path, metadata: &BTreeMap<String, String>, passed: bool) -> Result<(), CliError> {

@@ -22,6 +22,8 @@ pub struct CaseSettings {
     pub external_name: Option<String>,
     /// `--density-pods N` for the density case (upstream: 10).
     pub density_pods: Option<usize>,
+    /// Where kubectl is and how it reaches the cluster, for the `[sig-cli]` cases.
+    pub kubectl: super::KubectlSettings,
 }
 
 /// The shared context of one run.

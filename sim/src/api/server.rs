@@ -209,7 +209,16 @@ impl ApiServer {
     /// A kubeconfig for real clients (kubectl), with the CA data and the token embedded.
     pub fn kubeconfig_yaml(&self, context_name: &str) -> String {
         use base64::Engine;
-        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
+        // `kubeconfig-stale-ca`: outside clients get a CA that did not sign the serving certificate.
+        let stale = self
+            .state
+            .cfg
+            .faults
+            .is_on("kubeconfig-stale-ca")
+            .then(super::tls::unrelated_ca_pem)
+            .and_then(Result::ok);
+        let pem = stale.as_deref().unwrap_or(&self.ca_pem);
+        let ca = base64::engine::general_purpose::STANDARD.encode(pem.as_bytes());
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: {ctx}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {ctx}\n  context:\n    cluster: {ctx}\n    user: {ctx}-admin\n    namespace: default\ncurrent-context: {ctx}\nusers:\n- name: {ctx}-admin\n  user:\n    token: {token}\npreferences: {{}}\n",
             ctx = context_name,

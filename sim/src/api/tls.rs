@@ -84,6 +84,17 @@ pub fn generate(ip: Ipv4Addr, service_ip: Option<Ipv4Addr>) -> Result<Certs, Err
     })
 }
 
+/// A CA certificate (PEM) that signed nothing this server serves: the `kubeconfig-stale-ca`
+/// fault switch hands it to outside clients, as a kubeconfig kept from before a rotation.
+pub fn unrelated_ca_pem() -> Result<String, Error> {
+    let key = KeyPair::generate().map_err(Error::Certificate)?;
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(Error::Certificate)?;
+    params.distinguished_name.push(DnType::CommonName, "crossconf-sim-ca");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    Ok(params.self_signed(&key).map_err(Error::Certificate)?.pem())
+}
+
 /// A client configuration that accepts any server certificate, for dialling kubelets: the real
 /// apiserver does the same without `--kubelet-certificate-authority`, and the simulated kubelets
 /// serve self-signed certificates.
@@ -161,5 +172,13 @@ mod tests {
         assert!(c.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(!c.ca_der.is_empty());
         assert!(c.server_config.alpn_protocols.contains(&b"h2".to_vec()));
+    }
+
+    #[test]
+    fn the_unrelated_ca_is_another_ca() {
+        let c = generate(Ipv4Addr::new(127, 42, 0, 1), None).unwrap();
+        let stale = unrelated_ca_pem().unwrap();
+        assert!(stale.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert_ne!(stale, c.ca_pem);
     }
 }

@@ -595,6 +595,20 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the API server ignores the continue token of a LIST: every page starts again at the first object",
     },
     Switch {
+        name: "dry-run-ignored",
+        arg: Arg::Value("RESOURCE"),
+        breaks: "the API server ignores dryRun=All on creates, updates, patches and applies of RESOURCE (a plural \
+                 such as pods) and stores them, as a server path that drops the option: a server-side dry run \
+                 (kubectl --dry-run=server, kubectl diff) changes the live object",
+    },
+    Switch {
+        name: "kubeconfig-stale-ca",
+        arg: Arg::None,
+        breaks: "the kubeconfig written for outside clients (kubectl) names a certificate authority that did not \
+                 sign the API server's serving certificate, as a kubeconfig kept from before a control-plane \
+                 certificate rotation: every kubectl call fails the TLS handshake",
+    },
+    Switch {
         name: "version-unstamped",
         arg: Arg::None,
         breaks: "/version reports what a kube-apiserver built without its version ldflags reports: empty major \

@@ -113,7 +113,7 @@ pub async fn apply_patch(
             new,
             sub_opt,
             Some(precondition),
-            is_dry_run(q),
+            is_dry_run(st, def, q),
             Tracking::Applied,
         )
         .await

@@ -161,7 +161,7 @@ pub async fn insert(
         ));
     }
     check_namespace(st, def, &ns, if explicit.is_empty() { &generate } else { &explicit })?;
-    let dry_run = is_dry_run(q);
+    let dry_run = is_dry_run(st, def, q);
     // Mutating webhooks run on the decoded, defaulted object, before the built-in admission
     // and validation (a generated name is not chosen yet, as upstream).
     let mut attrs = Attributes::new(def, Operation::Create, &ns, &explicit);

@@ -82,8 +82,11 @@ pub fn present(def: &ResourceDef, obj: Value) -> Value {
     convert::from_storage(def, obj)
 }
 
-fn is_dry_run(q: &Query) -> bool {
-    q.get("dryRun").is_some_and(|v| v == "All")
+/// Whether a write asked for `dryRun=All` is to be only validated and admitted, never stored
+/// (upstream's `dryRun` handling in the generic registry). The `dry-run-ignored` fault switch
+/// makes `def`'s writes ignore it: a server path that drops the option and persists the write.
+fn is_dry_run(st: &AppState, def: &ResourceDef, q: &Query) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All") && !st.cfg.faults.applies_to("dry-run-ignored", def.plural)
 }
 
 /// Why a write whose expected resourceVersion is no longer current fails (upstream's
@@ -177,4 +180,24 @@ fn check_type(def: &ResourceDef, obj: &mut Value, kind: &str, api_version: &str)
 /// Whether a watch was asked for (query flag or legacy path).
 pub fn is_watch(t: &Target, q: &Query) -> bool {
     t.legacy_watch || flag(q, "watch")
+}
+
+#[cfg(test)]
+mod dry_run_tests {
+    use super::*;
+    use crate::addr::AddressBlock;
+    use crate::api::state::StateConfig;
+
+    #[test]
+    fn dry_run_is_honoured_unless_the_fault_names_the_resource() {
+        let st = AppState::new(StateConfig::new(AddressBlock(205)));
+        let pods = crate::api::registry::find("", "v1", "pods").expect("pods are served");
+        let services = crate::api::registry::find("", "v1", "services").expect("services are served");
+        let q: Query = HashMap::from([("dryRun".to_string(), "All".to_string())]);
+        assert!(is_dry_run(&st, pods, &q));
+        assert!(!is_dry_run(&st, pods, &Query::new()));
+        st.cfg.faults.set("dry-run-ignored", "pods", true);
+        assert!(!is_dry_run(&st, pods, &q), "the fault stores dry-run writes of pods");
+        assert!(is_dry_run(&st, services, &q), "other resources keep dry-run");
+    }
 }

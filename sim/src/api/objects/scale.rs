@@ -148,7 +148,18 @@ pub async fn scale(
             Some(c) => crate::api::crd::serve::set_replicas(c, &mut new, replicas),
             None => new["spec"]["replicas"] = json!(replicas),
         }
-        match commit(st, def, &old, new, None, Some(rv_of(&old)), is_dry_run(q), tracking).await {
+        match commit(
+            st,
+            def,
+            &old,
+            new,
+            None,
+            Some(rv_of(&old)),
+            is_dry_run(st, def, q),
+            tracking,
+        )
+        .await
+        {
             Ok(written) => return Ok(json_response(200, &scale_of(def, &written), &[])),
             // Another write got in between our read and ours: start again from a fresh read,
             // as upstream's GuaranteedUpdate does, unless the client asked for the version it
@@ -194,7 +205,7 @@ async fn apply(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, body: 
             new,
             None,
             Some(rv_of(&old)),
-            is_dry_run(q),
+            is_dry_run(st, def, q),
             Tracking::Applied,
         )
         .await

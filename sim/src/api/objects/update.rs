@@ -323,7 +323,7 @@ pub async fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
             out["spec"]["finalizers"] = new.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
             new = out;
         }
-        match commit(st, def, &old, new, sub, precondition, is_dry_run(q), tracking).await {
+        match commit(st, def, &old, new, sub, precondition, is_dry_run(st, def, q), tracking).await {
             Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
             Err(e) if precondition.is_none() && super::is_stale_write(&e) && tries < 32 => tries += 1,
             Err(e) => return Err(e),
@@ -372,7 +372,7 @@ pub async fn patch_object(
             _ => Some(rv_of(&old)),
         };
         let new = convert::to_storage(def, patched);
-        match commit(st, def, &old, new, sub, precondition, is_dry_run(q), tracking).await {
+        match commit(st, def, &old, new, sub, precondition, is_dry_run(st, def, q), tracking).await {
             Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
             Err(e) if e.reason == "Conflict" && user_rv.is_none_or(|rv| rv == rv_of(&old)) => {
                 // Someone else wrote between our read and write: reapply, like upstream.

@@ -122,6 +122,7 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
             0
         }
         "liveness" => liveness(ctx).await,
+        "logs-generator" => logs_generator(ctx, rest).await,
         "test-webserver" => test_webserver(ctx, rest).await,
         "porter" => porter(ctx).await,
         "connect" => connect(ctx, rest).await,
@@ -493,6 +494,72 @@ async fn serve_hostname(ctx: Ctx, args: Vec<String>) -> i32 {
     code
 }
 
+/// `agnhost logs-generator --log-lines-total N --run-duration D` (upstream
+/// test/images/agnhost/logs-generator): N apiserver-like lines logged through klog (stderr,
+/// `I<mmdd> <time> 1 logs_generator.go:76] <id> <method> <url> <status>`), one every D/N, then
+/// exits 0. Upstream picks the method, namespace, pod name and status at random; here they
+/// follow the line number, so every third line names kube-system as upstream's do on average.
+async fn logs_generator(ctx: Ctx, args: Vec<String>) -> i32 {
+    let (f, _) = flags(&args);
+    let total = f
+        .get("log-lines-total")
+        .or_else(|| f.get("t"))
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(0);
+    if total == 0 {
+        ctx.out
+            .err_line(&format!("F{} Invalid total number of lines: {total}", klog_time()));
+        return 255;
+    }
+    let Some(duration) = f
+        .get("run-duration")
+        .or_else(|| f.get("d"))
+        .and_then(|v| crate::faults::values::parse_duration(v))
+    else {
+        ctx.out.err_line(&format!("F{} Invalid duration: 0s", klog_time()));
+        return 255;
+    };
+    let mut ticker = tokio::time::interval(duration / total);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    for id in 0..total {
+        ctx.out.err_line(&format!(
+            "I{}       1 logs_generator.go:76] {}",
+            klog_time(),
+            log_line(id)
+        ));
+        tokio::select! {
+            _ = ticker.tick() => {}
+            () = ctx.cancel.cancelled() => return 0,
+        }
+    }
+    0
+}
+
+/// klog's header time: `mmdd hh:mm:ss.uuuuuu`.
+fn klog_time() -> String {
+    jiff::Zoned::now()
+        .with_time_zone(jiff::tz::TimeZone::UTC)
+        .strftime("%m%d %H:%M:%S.%6f")
+        .to_string()
+}
+
+/// Line `id` of the logs generator: `<id> <method> /api/v1/namespaces/<ns>/pods/<name> <status>`.
+fn log_line(id: u32) -> String {
+    const METHODS: [&str; 3] = ["GET", "POST", "PUT"];
+    const NAMESPACES: [&str; 3] = ["kube-system", "default", "ns"];
+    let i = id as usize;
+    let name: String = (0..3 + i % 3)
+        .map(|k| char::from(b'a' + u8::try_from((i * 7 + k * 13) % 26).unwrap_or(0)))
+        .collect();
+    format!(
+        "{id} {} /api/v1/namespaces/{}/pods/{name} {}",
+        METHODS[i % 3],
+        NAMESPACES[i % 3],
+        200 + (i * 37) % 400
+    )
+}
+
 async fn liveness(ctx: Ctx) -> i32 {
     let started = Arc::new(Instant::now());
     let router = Router::new()
@@ -664,6 +731,38 @@ mod tests {
         let (f, _) = flags(&["--udp".into(), "--port".into(), "1".into()]);
         assert_eq!(f["udp"], "true");
         assert_eq!(f["port"], "1");
+    }
+
+    #[test]
+    fn logs_generator_lines_look_like_upstreams() {
+        let line = log_line(0);
+        assert!(line.starts_with("0 GET /api/v1/namespaces/kube-system/pods/"), "{line}");
+        let status: u32 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((200..600).contains(&status), "{line}");
+        assert!(log_line(1).contains("/namespaces/default/"));
+    }
+
+    #[tokio::test]
+    async fn logs_generator_logs_the_lines_it_was_asked_for_then_exits() {
+        use crate::node::programs::testutil::{AGNHOST, ctx, text};
+        let (c, out, _d) = ctx(Os::Linux, AGNHOST, 122);
+        let args = ["logs-generator", "--log-lines-total", "6", "--run-duration", "60ms"];
+        let code = run(c, args.iter().map(ToString::to_string).collect()).await;
+        assert_eq!(code, 0);
+        let logged = text(&out);
+        assert_eq!(logged.lines().count(), 6, "{logged}");
+        assert!(
+            logged
+                .lines()
+                .all(|l| l.starts_with('I') && l.contains("logs_generator.go:76] ")),
+            "{logged}"
+        );
+        let (c, _out, _d) = ctx(Os::Linux, AGNHOST, 123);
+        assert_eq!(
+            run(c, vec!["logs-generator".into()]).await,
+            255,
+            "no line count is fatal"
+        );
     }
 }
 
