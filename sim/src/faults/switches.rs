@@ -156,6 +156,37 @@ pub const SWITCHES: &[Switch] = &[
                  request's 60 s limit), as if the call had no deadline",
     },
     Switch {
+        name: "webhooks-skip-custom-resources",
+        arg: Arg::None,
+        breaks: "the API server never offers requests on custom objects to admission webhooks (a custom-resource \
+                 handler without the webhook admission chain): webhooks matching them are never called",
+    },
+    Switch {
+        name: "webhooks-skip-connect",
+        arg: Arg::None,
+        breaks: "the API server never offers CONNECT requests (exec, attach, port-forward, proxy) to admission \
+                 webhooks: a webhook denying pods/attach is never asked",
+    },
+    Switch {
+        name: "webhooks-skip-crds",
+        arg: Arg::None,
+        breaks: "the API server never offers CustomResourceDefinition writes to admission webhooks: a webhook \
+                 denying CRD creation is never asked",
+    },
+    Switch {
+        name: "webhook-configurations-not-exempt",
+        arg: Arg::None,
+        breaks: "the API server offers writes of admissionregistration.k8s.io objects (webhook configurations, \
+                 policies) to admission webhooks like any other kind, so a webhook can mutate them or block \
+                 their deletion",
+    },
+    Switch {
+        name: "webhook-patches-unpruned",
+        arg: Arg::None,
+        breaks: "the API server stores what a mutating webhook's patch adds to a custom object even where the \
+                 CRD's structural schema does not declare it (no pruning after admission)",
+    },
+    Switch {
         name: "volume-updates-stopped",
         arg: Arg::None,
         breaks: "kubelets never resync ConfigMap, Secret, downward API and projected volume contents after the pod starts",

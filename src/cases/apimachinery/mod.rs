@@ -26,12 +26,16 @@ mod vap;
 mod vap_api;
 mod watch;
 mod webhook;
+mod webhook_custom;
+mod webhook_resources;
 
 use crate::catalog::Case;
 
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
     let mut cases = webhook::cases();
+    cases.extend(webhook_resources::cases());
+    cases.extend(webhook_custom::cases());
     cases.extend(conditions::cases());
     cases.extend(patching::cases());
     cases.extend(crd::cases());

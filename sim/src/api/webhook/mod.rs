@@ -122,10 +122,18 @@ fn qualified(def: &ResourceDef) -> String {
     }
 }
 
-/// Upstream exempts the admission configuration kinds themselves from webhooks, so a broken
-/// webhook can always be removed.
-fn exempt(def: &ResourceDef) -> bool {
-    def.group == config::GROUP
+/// Whether the webhooks never see requests on `def`: upstream exempts the admission
+/// configuration kinds themselves (`rules.IsExemptAdmissionConfigurationResource`), so a
+/// broken webhook can always be removed. The `webhook-configurations-not-exempt` fault offers
+/// them like any other kind; `webhooks-skip-custom-resources` and `webhooks-skip-crds` model an
+/// API server whose custom-resource handler, or CRD registry, has no webhook admission wired.
+fn exempt(st: &AppState, def: &ResourceDef) -> bool {
+    let faults = &st.cfg.faults;
+    (def.group == config::GROUP && !faults.is_on("webhook-configurations-not-exempt"))
+        || (def.custom.is_some() && faults.is_on("webhooks-skip-custom-resources"))
+        || (def.group == super::crd::GROUP
+            && def.plural == "customresourcedefinitions"
+            && faults.is_on("webhooks-skip-crds"))
 }
 
 /// The webhooks of every configuration of `plural`, configurations in name order (as
@@ -244,7 +252,7 @@ fn add_warnings(ws: Vec<String>) {
 pub async fn validate(st: &AppState, attrs: &Attributes, obj: Option<&Value>) -> Result<(), ApiError> {
     // The ValidatingAdmissionPolicy plugin comes before this one in upstream's order.
     super::vap::validate(st, attrs, obj)?;
-    if exempt(attrs.def) || super::admission::plugin_off(st, "ValidatingAdmissionWebhook") {
+    if exempt(st, attrs.def) || super::admission::plugin_off(st, "ValidatingAdmissionWebhook") {
         return Ok(());
     }
     let mut chosen = Vec::new();
@@ -288,6 +296,28 @@ pub async fn validate(st: &AppState, attrs: &Attributes, obj: Option<&Value>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addr::AddressBlock;
+    use crate::api::registry::find;
+    use crate::api::state::StateConfig;
+
+    fn state(faults: &str) -> AppState {
+        let mut cfg = StateConfig::new(AddressBlock(205));
+        cfg.faults = std::sync::Arc::new(crate::faults::Faults::parse(faults).expect("fault spec"));
+        AppState::new(cfg)
+    }
+
+    #[test]
+    fn webhook_configurations_are_exempt_unless_the_fault_says_otherwise() {
+        let vwc = find(config::GROUP, "v1", "validatingwebhookconfigurations").expect("served");
+        let mwc = find(config::GROUP, "v1", "mutatingwebhookconfigurations").expect("served");
+        let crds = find(crate::api::crd::GROUP, "v1", "customresourcedefinitions").expect("served");
+        let healthy = state("");
+        assert!(exempt(&healthy, vwc) && exempt(&healthy, mwc));
+        assert!(!exempt(&healthy, crds), "CRD writes reach webhooks");
+        let broken = state("webhook-configurations-not-exempt,webhooks-skip-crds");
+        assert!(!exempt(&broken, vwc) && !exempt(&broken, mwc));
+        assert!(exempt(&broken, crds));
+    }
 
     #[test]
     fn rejections_read_as_upstreams() {

@@ -67,6 +67,7 @@ async fn call_one(
         current.clone()
     };
     json_patch::patch(&mut versioned, &patch).map_err(|e| internal(e.to_string()))?;
+    prune_custom(st, inv.def, &mut versioned);
     let patched = if convert {
         convert::to_storage(inv.def, versioned)
     } else {
@@ -77,9 +78,26 @@ async fn call_one(
     Ok(changed)
 }
 
+/// Upstream decodes a patched custom object through the CRD's schema-coercing converter, which
+/// prunes the fields its structural schema does not declare: what a webhook adds there is
+/// dropped, silently, as the apiextensions server does after admission. Off under the
+/// `webhook-patches-unpruned` fault.
+fn prune_custom(st: &AppState, def: &crate::api::registry::ResourceDef, obj: &mut Value) {
+    let Some(custom) = def.custom else {
+        return;
+    };
+    if st.cfg.faults.is_on("webhook-patches-unpruned") {
+        return;
+    }
+    let dropped = crate::api::crd::prune::prune(&custom.schema, obj);
+    if !dropped.is_empty() {
+        tracing::debug!(kind = def.kind, ?dropped, "pruned fields a mutating webhook added");
+    }
+}
+
 /// Runs the mutating webhooks on `obj` (absent for deletes), before the object is validated.
 pub async fn mutate(st: &AppState, attrs: &Attributes, obj: Option<&mut Value>) -> Result<(), ApiError> {
-    if exempt(attrs.def) || crate::api::admission::plugin_off(st, "MutatingAdmissionWebhook") {
+    if exempt(st, attrs.def) || crate::api::admission::plugin_off(st, "MutatingAdmissionWebhook") {
         return Ok(());
     }
     let all = hooks(st, "mutatingwebhookconfigurations");
@@ -117,4 +135,61 @@ pub async fn mutate(st: &AppState, attrs: &Attributes, obj: Option<&mut Value>) 
         *out = v;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::addr::AddressBlock;
+    use crate::api::crd::Custom;
+    use crate::api::registry::ResourceDef;
+    use crate::api::state::StateConfig;
+
+    /// A served custom version whose schema declares `data.kept` only (upstream's pruning case).
+    fn def() -> &'static ResourceDef {
+        let custom: &'static Custom = Box::leak(Box::new(Custom {
+            crd_name: "widgets.example.com".into(),
+            schema: json!({"type": "object", "properties": {"data": {"type": "object",
+                "properties": {"kept": {"type": "string"}}}}}),
+            columns: Vec::new(),
+            scale: None,
+            list_kind: "WidgetList".into(),
+            default_on_read: true,
+        }));
+        Box::leak(Box::new(ResourceDef {
+            group: "example.com",
+            version: "v1",
+            kind: "Widget",
+            plural: "widgets",
+            singular: "widget",
+            short_names: &[],
+            categories: &[],
+            namespaced: true,
+            verbs: &[],
+            subresources: &[],
+            storage_of: None,
+            custom: Some(custom),
+        }))
+    }
+
+    fn state(faults: &str) -> AppState {
+        let mut cfg = StateConfig::new(AddressBlock(205));
+        cfg.faults = std::sync::Arc::new(crate::faults::Faults::parse(faults).expect("fault spec"));
+        AppState::new(cfg)
+    }
+
+    #[test]
+    fn fields_a_patch_adds_outside_the_schema_are_pruned_unless_the_fault_is_on() {
+        let patched = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+            "data": {"kept": "yes", "added": "yes"}});
+        let mut obj = patched.clone();
+        prune_custom(&state(""), def(), &mut obj);
+        assert_eq!(obj["data"], json!({"kept": "yes"}));
+        assert_eq!(obj["metadata"]["name"], "w");
+        let mut obj = patched.clone();
+        prune_custom(&state("webhook-patches-unpruned"), def(), &mut obj);
+        assert_eq!(obj, patched);
+    }
 }
