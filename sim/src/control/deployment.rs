@@ -136,6 +136,9 @@ async fn sync(
 
     // Claim ReplicaSets: owned ones, plus orphans matching the selector.
     let mut owned: Vec<ReplicaSet> = Vec::new();
+    // Read fresh once before the first adoption (upstream's RecheckDeletionTimestamp): the
+    // cached Deployment may predate its deletion with propagationPolicy Orphan.
+    let mut adoptable: Option<bool> = None;
     for rs in sets.in_namespace(&ns) {
         if controlled_by(&rs.metadata, &uid) {
             owned.push(ReplicaSet::clone(&rs));
@@ -144,6 +147,14 @@ async fn sync(
             && rs.metadata.deletion_timestamp.is_none()
             && selector_matches(Some(&spec.selector), rs.metadata.labels.as_ref())
         {
+            if adoptable.is_none() {
+                adoptable = Some(super::replicaset::still_adoptable(ctx, d.as_ref()).await?);
+            }
+            if adoptable != Some(true) {
+                return Err(super::error::Error::OwnerDeleted {
+                    object: format!("Deployment {ns}/{name}"),
+                });
+            }
             let mut refs = rs.owner_references().to_vec();
             refs.push(owner_ref(d.as_ref()));
             let patch = json!({"metadata": {"ownerReferences": refs, "uid": rs.metadata.uid}});

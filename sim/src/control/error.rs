@@ -35,6 +35,13 @@ pub enum Error {
         /// The plural resource name.
         resource: String,
     },
+    /// An owner read fresh before adopting was gone or being deleted, so its cached copy is
+    /// stale: upstream's RecheckDeletionTimestamp refuses the adoption and the whole sync.
+    #[error("{object} has just been deleted; not adopting")]
+    OwnerDeleted {
+        /// The owner, as `kind ns/name`.
+        object: String,
+    },
     /// A schedule in a CronJob could not be parsed.
     #[error("invalid schedule {schedule:?}")]
     Schedule {

@@ -6,8 +6,20 @@
 //! - for an owner deleted with orphan propagation (finalizer `orphan`), strips the owner's
 //!   reference from its dependents, then removes the finalizer.
 //!
+//! - keeps a dependent that still has a valid owner, stripping its references to owners that
+//!   are gone or waiting for their dependents (so a foreground owner is not blocked by it);
+//! - breaks dependency circles as upstream's `attemptToDeleteItem` does: a dependent about to
+//!   be deleted in the foreground whose own dependent already waits in the foreground first has
+//!   its owner references made non-blocking.
+//!
 //! An owner missing from the caches is confirmed with a live GET before anything is deleted,
 //! so a dependent created just after its owner (not yet cached) is safe.
+//!
+//! Fault switches break it as real garbage collectors have been broken: `gc-ignores-orphan`
+//! drops the `orphan` finalizer without releasing the dependents (they are then collected),
+//! `gc-foreground-ignored` drops `foregroundDeletion` at once (the owner goes before its
+//! dependents), `gc-ignores-other-owners` deletes a dependent when any one owner goes, and
+//! `gc-cycles-block` leaves a circle of foreground deletions waiting on itself.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -165,7 +177,10 @@ async fn pass(ctx: &Ctx, informers: &[DynInformer], kinds: &HashMap<(String, Str
     for owner in nodes.iter().filter(|n| n.deleting) {
         let deps = dependents.get(owner.uid.as_str()).cloned().unwrap_or_default();
         if owner.finalizers.iter().any(|f| f == ORPHAN) {
-            for d in &deps {
+            // `gc-ignores-orphan`: the finalizer goes, the dependents keep their references
+            // to an owner that is about to vanish, and are collected with it.
+            let release = !ctx.cfg.faults.is_on("gc-ignores-orphan");
+            for d in deps.iter().filter(|_| release) {
                 let refs: Vec<_> = d.refs.iter().filter(|r| r.uid != owner.uid).cloned().collect();
                 patch_refs(ctx, &informers[d.res].ar, d, refs).await?;
             }
@@ -173,11 +188,7 @@ async fn pass(ctx: &Ctx, informers: &[DynInformer], kinds: &HashMap<(String, Str
             continue;
         }
         if owner.finalizers.iter().any(|f| f == FOREGROUND) {
-            let blocking = deps.iter().any(|d| {
-                d.refs
-                    .iter()
-                    .any(|r| r.uid == owner.uid && r.block_owner_deletion == Some(true))
-            });
+            let blocking = blocks(owner, &deps) && !ctx.cfg.faults.is_on("gc-foreground-ignored");
             if !blocking {
                 remove_finalizer(ctx, &informers[owner.res].ar, owner, FOREGROUND).await?;
             }
@@ -189,7 +200,13 @@ async fn pass(ctx: &Ctx, informers: &[DynInformer], kinds: &HashMap<(String, Str
         let mut states = Vec::with_capacity(n.refs.len());
         for r in &n.refs {
             let state = match by_uid.get(r.uid.as_str()) {
-                Some(o) if o.deleting && o.finalizers.iter().any(|f| f == FOREGROUND) => {
+                // `gc-foreground-ignored`: the owner's finalizer was just dropped above; its
+                // dependents are collected once it is confirmed gone, as in the background.
+                Some(o)
+                    if o.deleting
+                        && o.finalizers.iter().any(|f| f == FOREGROUND)
+                        && !ctx.cfg.faults.is_on("gc-foreground-ignored") =>
+                {
                     OwnerState::WaitingForDependents
                 }
                 Some(_) => OwnerState::Alive,
@@ -204,26 +221,44 @@ async fn pass(ctx: &Ctx, informers: &[DynInformer], kinds: &HashMap<(String, Str
             };
             states.push(state);
         }
-        if states
-            .iter()
-            .any(|s| matches!(s, OwnerState::Alive | OwnerState::Unknown))
-        {
-            // Keep the object; drop references to owners that are gone (upstream does too).
-            if states.contains(&OwnerState::Absent) {
+        match verdict(&states, ctx.cfg.faults.is_on("gc-ignores-other-owners")) {
+            Verdict::Keep => continue,
+            Verdict::KeepWithout(dropped) => {
+                // Upstream's attemptToDeleteItem: with a solid owner left, references to
+                // dangling owners and to owners waiting for their dependents are removed, so
+                // the object neither goes nor holds up a foreground deletion.
                 let refs: Vec<_> = n
                     .refs
                     .iter()
                     .zip(&states)
-                    .filter(|(_, s)| **s != OwnerState::Absent)
+                    .filter(|(_, s)| !dropped.contains(s))
                     .map(|(r, _)| r.clone())
                     .collect();
                 patch_refs(ctx, &informers[n.res].ar, n, refs).await?;
+                continue;
             }
-            continue;
+            Verdict::Delete => {}
         }
         let waiting = states.contains(&OwnerState::WaitingForDependents);
-        let has_dependents = dependents.get(n.uid.as_str()).is_some_and(|d| !d.is_empty());
-        let dp = if waiting && has_dependents {
+        let deps = dependents.get(n.uid.as_str()).cloned().unwrap_or_default();
+        let dp = if waiting && !deps.is_empty() {
+            // A dependent of this object already waits in the foreground: deleting this one in
+            // the foreground too could close a circle, so its own references stop blocking
+            // first (upstream's "to prevent potential cycle").
+            if closes_circle(&deps) && !ctx.cfg.faults.is_on("gc-cycles-block") {
+                let refs: Vec<_> = n
+                    .refs
+                    .iter()
+                    .cloned()
+                    .map(|mut r| {
+                        r.block_owner_deletion = Some(false);
+                        r
+                    })
+                    .collect();
+                if refs != n.refs {
+                    patch_refs(ctx, &informers[n.res].ar, n, refs).await?;
+                }
+            }
             DeleteParams::foreground()
         } else {
             DeleteParams::background()
@@ -251,6 +286,51 @@ async fn pass(ctx: &Ctx, informers: &[DynInformer], kinds: &HashMap<(String, Str
         }
     }
     Ok(())
+}
+
+/// What the collector does with an object that has owner references, given each owner's state.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Every owner is valid: nothing to do.
+    Keep,
+    /// A valid owner remains: keep the object, without its references to owners in these states.
+    KeepWithout(Vec<OwnerState>),
+    /// No valid owner remains: delete it.
+    Delete,
+}
+
+/// Upstream's classification of owners into solid, dangling and waiting for dependents:
+/// an object with one solid (or unknown) owner stays. `any_owner_gone` models a collector
+/// that ignores the remaining owners (fault `gc-ignores-other-owners`).
+fn verdict(states: &[OwnerState], any_owner_gone: bool) -> Verdict {
+    let gone = [OwnerState::Absent, OwnerState::WaitingForDependents];
+    let solid = states
+        .iter()
+        .any(|s| matches!(s, OwnerState::Alive | OwnerState::Unknown));
+    if !solid || (any_owner_gone && states.iter().any(|s| gone.contains(s))) {
+        return Verdict::Delete;
+    }
+    let dropped: Vec<OwnerState> = gone.into_iter().filter(|g| states.contains(g)).collect();
+    if dropped.is_empty() {
+        Verdict::Keep
+    } else {
+        Verdict::KeepWithout(dropped)
+    }
+}
+
+/// Whether one of `deps` holds up `owner`'s foreground deletion (`blockOwnerDeletion`).
+fn blocks(owner: &Node, deps: &[&Node]) -> bool {
+    deps.iter().any(|d| {
+        d.refs
+            .iter()
+            .any(|r| r.uid == owner.uid && r.block_owner_deletion == Some(true))
+    })
+}
+
+/// Whether one of `deps` is itself being deleted in the foreground.
+fn closes_circle(deps: &[&Node]) -> bool {
+    deps.iter()
+        .any(|d| d.deleting && d.finalizers.iter().any(|f| f == FOREGROUND))
 }
 
 fn dyn_api(ctx: &Ctx, inf: &DynInformer, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -319,5 +399,77 @@ async fn remove_finalizer(ctx: &Ctx, ar: &ApiResource, n: &Node, finalizer: &str
         }
         Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
         Err(e) => Err(e).ctx("remove the finalizer from", || format!("{} {}", ar.plural, n.name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+
+    fn node(uid: &str, owners: &[(&str, bool)], foreground: bool) -> Node {
+        Node {
+            res: 0,
+            namespace: Some("ns".into()),
+            name: uid.into(),
+            uid: uid.into(),
+            deleting: foreground,
+            finalizers: if foreground {
+                vec![FOREGROUND.into()]
+            } else {
+                Vec::new()
+            },
+            refs: owners
+                .iter()
+                .map(|(o, block)| OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    name: (*o).into(),
+                    uid: (*o).into(),
+                    block_owner_deletion: Some(*block),
+                    controller: None,
+                })
+                .collect(),
+            resource_version: None,
+        }
+    }
+
+    #[test]
+    fn a_valid_owner_keeps_the_object_without_the_waiting_owner() {
+        use OwnerState::*;
+        assert_eq!(verdict(&[Alive], false), Verdict::Keep);
+        assert_eq!(verdict(&[Unknown, Absent], false), Verdict::KeepWithout(vec![Absent]));
+        assert_eq!(
+            verdict(&[WaitingForDependents, Alive], false),
+            Verdict::KeepWithout(vec![WaitingForDependents])
+        );
+        assert_eq!(verdict(&[WaitingForDependents, Absent], false), Verdict::Delete);
+        assert_eq!(verdict(&[Absent], false), Verdict::Delete);
+    }
+
+    #[test]
+    fn ignoring_other_owners_deletes_on_the_first_owner_gone() {
+        use OwnerState::*;
+        assert_eq!(verdict(&[WaitingForDependents, Alive], true), Verdict::Delete);
+        assert_eq!(verdict(&[Alive], true), Verdict::Keep);
+    }
+
+    #[test]
+    fn only_blocking_references_hold_up_a_foreground_owner() {
+        let owner = node("rc", &[], true);
+        let blocking = node("p1", &[("rc", true)], false);
+        let plain = node("p2", &[("rc", false)], false);
+        assert!(blocks(&owner, &[&plain, &blocking]));
+        assert!(!blocks(&owner, &[&plain]));
+    }
+
+    #[test]
+    fn a_dependent_waiting_in_the_foreground_closes_a_circle() {
+        // pod1 (deleting in the foreground) is owned by pod3; pod3 is owned by pod2.
+        let pod1 = node("pod1", &[("pod3", true)], true);
+        let idle = node("pod2", &[("pod1", true)], false);
+        assert!(closes_circle(&[&pod1]));
+        assert!(!closes_circle(&[&idle]));
     }
 }

@@ -2,6 +2,10 @@
 //! every served resource (found through discovery), waits for what is still going away (pods
 //! waiting for their kubelet, objects with finalizers), then finalizes the namespace so the API
 //! server can remove it.
+//!
+//! `namespace-content-left` finalizes a terminating namespace without deleting anything in it,
+//! as a controller whose discovery came back empty would: the objects stay in storage and are
+//! found again when a namespace of the same name is created.
 
 use std::time::{Duration, Instant};
 
@@ -171,6 +175,11 @@ async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bo
     // one requeue, not a whole pass.
     let mut remaining = 0usize;
     let mut first_error: Option<Result<bool>> = None;
+    let resources = if ctx.cfg.faults.is_on("namespace-content-left") {
+        &[][..]
+    } else {
+        resources
+    };
     // The lists go out a few at a time (upstream lists one resource after another, but its
     // lists answer in milliseconds; here an `api-latency` switch can hold one for seconds, and
     // the kinds served keep growing), then each list's contents are deleted in order.

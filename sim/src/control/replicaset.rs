@@ -153,6 +153,10 @@ pub(crate) async fn claim_pods<K: Cached>(
     let uid = owner.meta().uid.clone().unwrap_or_default();
     let deleting = owner.meta().deletion_timestamp.is_some();
     let mut claimed = Vec::new();
+    // Upstream's RecheckDeletionTimestamp: whether the owner may adopt is read fresh from the
+    // API once, before the first adoption, as the cached owner may predate its deletion; an
+    // owner found deleted ends the sync (no pods are created for it either).
+    let mut adoptable: Option<bool> = None;
     for pod in candidates {
         let matches = selector_matches(selector, pod.metadata.labels.as_ref());
         let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
@@ -181,6 +185,19 @@ pub(crate) async fn claim_pods<K: Cached>(
             && !deleting
             && pod.metadata.deletion_timestamp.is_none()
         {
+            if adoptable.is_none() {
+                adoptable = Some(still_adoptable(ctx, owner).await?);
+            }
+            if adoptable != Some(true) {
+                return Err(super::error::Error::OwnerDeleted {
+                    object: format!(
+                        "{} {}/{}",
+                        K::kind(&()),
+                        owner.namespace().unwrap_or_default(),
+                        owner.name_any()
+                    ),
+                });
+            }
             let mut refs = pod.owner_references().to_vec();
             refs.push(owner_ref(owner));
             let patch = json!({"metadata": {"ownerReferences": refs, "uid": pod.metadata.uid}});
@@ -198,6 +215,20 @@ pub(crate) async fn claim_pods<K: Cached>(
         }
     }
     Ok(claimed)
+}
+
+/// Whether `owner`, read fresh, is still the same object and not being deleted (upstream's
+/// `RecheckDeletionTimestamp` before adopting orphans).
+pub(crate) async fn still_adoptable<K: Cached>(ctx: &Ctx, owner: &K) -> Result<bool> {
+    let ar = kube::api::ApiResource::erase::<K>(&());
+    let ns = owner.meta().namespace.clone().unwrap_or_default();
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
+    let name = owner.name_any();
+    match api.get_opt(&name).await {
+        Ok(Some(o)) => Ok(o.metadata.uid == owner.meta().uid && o.metadata.deletion_timestamp.is_none()),
+        Ok(None) => Ok(false),
+        Err(e) => Err(e).ctx("recheck", || format!("owner {name} before adopting pods")),
+    }
 }
 
 async fn sync<K: ReplicaOwner>(

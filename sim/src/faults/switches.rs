@@ -238,6 +238,37 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the CronJob controller ignores spec.suspend and keeps starting Jobs",
     },
     Switch {
+        name: "gc-ignores-orphan",
+        arg: Arg::None,
+        breaks: "the garbage collector removes the `orphan` finalizer without releasing the dependents, so an \
+                 owner deleted with propagationPolicy Orphan takes its dependents with it",
+    },
+    Switch {
+        name: "gc-foreground-ignored",
+        arg: Arg::None,
+        breaks: "the garbage collector removes the `foregroundDeletion` finalizer at once: an owner deleted in \
+                 the foreground goes before its blocking dependents, which follow in the background",
+    },
+    Switch {
+        name: "gc-ignores-other-owners",
+        arg: Arg::None,
+        breaks: "the garbage collector deletes a dependent as soon as one of its owners is gone or waits for \
+                 its dependents, though another owner is still valid",
+    },
+    Switch {
+        name: "gc-cycles-block",
+        arg: Arg::None,
+        breaks: "the garbage collector has no circle detection: a ring of owner references with \
+                 blockOwnerDeletion deleted in the foreground waits on itself forever",
+    },
+    Switch {
+        name: "namespace-content-left",
+        arg: Arg::None,
+        breaks: "the namespace controller finalizes a terminating namespace without deleting its content \
+                 (a discovery that came back empty): the objects stay stored and reappear in a namespace of \
+                 the same name",
+    },
+    Switch {
         name: "job-backoff-ignored",
         arg: Arg::None,
         breaks: "the Job controller never applies backoffLimit: failed pods are replaced forever",

@@ -4,7 +4,8 @@
 //! version (discovery.go, server_version.go, aggregated_discovery.go), LIST chunking and Table negotiation (chunking.go,
 //! table_conversion.go), server-side field validation (field_validation.go), ResourceQuota
 //! (resource_quota.go, with the older quota cases in `cases::policy`) and API priority and
-//! fairness objects (flowcontrol.go), ValidatingAdmissionPolicy (validatingadmissionpolicy.go).
+//! fairness objects (flowcontrol.go), ValidatingAdmissionPolicy (validatingadmissionpolicy.go),
+//! the garbage collector (garbage_collector.go) and namespaces (namespace.go, `[Serial]`).
 //!
 //! The webhook server runs on the target OS (agnhost is built for Windows too); what the cases
 //! check is the API server's dispatch to it, the same on both OSes.
@@ -18,7 +19,9 @@ mod crd_publish_openapi;
 mod crd_watch;
 mod field_validation;
 mod flowcontrol;
+mod gc;
 mod lists;
+mod namespaces;
 mod patching;
 mod quota;
 mod quota_api;
@@ -52,5 +55,7 @@ pub fn cases() -> Vec<Case> {
     cases.extend(quota::cases());
     cases.extend(quota_api::cases());
     cases.extend(flowcontrol::cases());
+    cases.extend(gc::cases());
+    cases.extend(namespaces::cases());
     cases
 }

@@ -605,7 +605,7 @@ async fn deploy_history(f: &Framework) -> CaseResult {
 
 /// Waits until the DaemonSet's pods cover exactly the schedulable nodes of the target OS, one
 /// pod each, all ready; returns them.
-async fn wait_daemon_cover(f: &Framework, selector: &str) -> Result<Vec<Pod>, CaseError> {
+pub(super) async fn wait_daemon_cover(f: &Framework, selector: &str) -> Result<Vec<Pod>, CaseError> {
     let nodes: BTreeSet<String> = f
         .require_nodes(f.target_os(), 1)
         .await?
@@ -636,7 +636,10 @@ async fn wait_daemon_cover(f: &Framework, selector: &str) -> Result<Vec<Pod>, Ca
         .collect())
 }
 
-fn daemon_template(f: &Framework, app: &str) -> Result<k8s_openapi::api::core::v1::PodTemplateSpec, CaseError> {
+pub(super) fn daemon_template(
+    f: &Framework,
+    app: &str,
+) -> Result<k8s_openapi::api::core::v1::PodTemplateSpec, CaseError> {
     let pod: PodBuilder = f.pod(app).label("daemonset-name", app).container(
         ContainerBuilder::new("app", "agnhost")
             .args(["serve-hostname"])

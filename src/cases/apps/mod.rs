@@ -8,6 +8,7 @@
 
 mod batch;
 mod controllers;
+mod daemonset_api;
 mod service_types;
 mod services;
 
@@ -21,6 +22,7 @@ use crate::os::Os;
 pub fn cases() -> Vec<Case> {
     let mut cases = controllers::cases();
     cases.extend(batch::cases());
+    cases.extend(daemonset_api::cases());
     cases.extend(services::cases());
     cases.extend(service_types::cases());
     cases

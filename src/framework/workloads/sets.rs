@@ -367,6 +367,65 @@ impl Framework {
         }
     }
 
+    /// Watches every `K` matching `selector` in the case namespace for `within` and fails as
+    /// soon as `holds` stops being true for the whole set (the initial list included): upstream's
+    /// `Consistently` over a list, built on a watch.
+    ///
+    /// # Errors
+    /// "<why> stopped holding after …: <names and summaries>" when the predicate broke, a failure
+    /// when the case's budget is shorter than `within`, or a watch failure.
+    pub async fn consistently_list<K, C>(
+        &self,
+        api: &Api<K>,
+        selector: &str,
+        holds: C,
+        why: &str,
+        within: Duration,
+    ) -> Result<(), CaseError>
+    where
+        K: Resource + Clone + Debug + Send + DeserializeOwned + Serialize + 'static,
+        K::DynamicType: Default,
+        C: Fn(&[K]) -> bool,
+    {
+        let budget = self.remaining();
+        if budget < within {
+            return Err(CaseError::failed(format!(
+                "{why} must hold for {within:?}, but the case has only {budget:.1?} left; raise --test-timeout"
+            )));
+        }
+        let start = Instant::now();
+        // The inner wait looks for the predicate breaking and would outlast `within`; the
+        // outer bound ending first means it held throughout.
+        let broke = tokio::time::timeout(
+            within,
+            self.wait_list_within(api, selector, |items: &[K]| !holds(items), why, budget),
+        )
+        .await;
+        match broke {
+            Err(_) => Ok(()),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(items)) => {
+                let seen: Vec<String> = items
+                    .iter()
+                    .map(|o| {
+                        let v = serde_json::to_value(o).unwrap_or_default();
+                        format!("{} [{}]", o.name_any(), crate::framework::wait::summarize(&v))
+                    })
+                    .collect();
+                Err(CaseError::failed(format!(
+                    "{why} stopped holding after {:.1?} (selector {selector}); saw {} object(s): {}",
+                    start.elapsed(),
+                    seen.len(),
+                    if seen.is_empty() {
+                        "none".to_string()
+                    } else {
+                        seen.join("; ")
+                    }
+                )))
+            }
+        }
+    }
+
     /// Re-reads the logs of `container` of `pod` (once a second) until they contain `needle`,
     /// at most `within` (bounded by the case deadline); returns them.
     ///
