@@ -12,7 +12,9 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler, Probe};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler, Pod, Probe,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::DeleteParams;
 
@@ -194,10 +196,18 @@ async fn run(f: &Framework, placement: Placement, hook: Hook, action: Action) ->
     let pod = hooked_pod(f, &name, placement, action, lifecycle).on_node(&node);
     let needle = format!("GET /echo?msg={}", hook.msg());
     f.create_pod(&pod).await?;
-    // postStart returns before the kubelet reports the container started, so the request is
-    // looked for first: a hook that never arrives fails here, named, rather than as a pod that
-    // never became ready.
+    // The kubelet reports the hooked container running (or, when its postStart hook failed,
+    // killed) only once the hook has returned, so from then on the request is looked for: a hook
+    // that never arrives fails here, named, rather than as a pod that never became ready.
     if hook == Hook::PostStart {
+        let container = name.clone();
+        f.wait_for(
+            &f.api::<Pod>(),
+            &name,
+            move |p: Option<&Pod>| p.is_some_and(|p| has_run(p, &container)),
+            "to run its hooked container",
+        )
+        .await?;
         f.eventually_logs_contain(HANDLER, Some(HANDLER_CONTAINER), &needle, HOOK_WAIT)
             .await?;
     }
@@ -214,6 +224,21 @@ async fn run(f: &Framework, placement: Placement, hook: Hook, action: Action) ->
             .await?;
     }
     Ok(())
+}
+
+/// Whether container `name` of `pod` (an app or an init container) runs or has run.
+fn has_run(pod: &Pod, name: &str) -> bool {
+    let Some(status) = &pod.status else { return false };
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
+        .filter(|c| c.name == name)
+        .any(|c| {
+            let ran = |s: Option<&ContainerState>| s.is_some_and(|s| s.running.is_some() || s.terminated.is_some());
+            ran(c.state.as_ref()) || ran(c.last_state.as_ref())
+        })
 }
 
 /// Upstream lifecycle_hook.go "should execute poststart https hook properly".
