@@ -128,6 +128,8 @@ async fn delete_cluster_scoped(client: &Client, selector: &str) -> Result<(), Er
     sweep::<CSIDriver>(client, selector).await?;
     sweep::<CSINode>(client, selector).await?;
     sweep::<VolumeAttachment>(client, selector).await?;
+    // The fake node of `[sig-node] Node Lifecycle`.
+    sweep::<Node>(client, selector).await?;
     sweep::<PersistentVolume>(client, selector).await
 }
 

@@ -197,6 +197,18 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet never runs postStart/preStop lifecycle hooks",
     },
     Switch {
+        name: "hook-scheme-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet sends httpGet lifecycle hooks as plain HTTP whatever their scheme (a kubelet from \
+                 before ConsistentHTTPGetHandlers, 1.22): an HTTPS hook server never sees the request",
+    },
+    Switch {
+        name: "readiness-gates-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet reports a pod Ready once its containers are, ignoring spec.readinessGates (a kubelet \
+                 from before pod readiness gates, 1.11)",
+    },
+    Switch {
         name: "exec-probe-timeout-ignored",
         arg: Arg::None,
         breaks: "exec probes run to their end whatever their timeoutSeconds (the kubelet before 1.20, or with \

@@ -2,7 +2,7 @@
 //! updated through the object and its `/status`, and deleted (`[sig-node] Secrets` and `Pods`,
 //! `[sig-network]` Ingress, IngressClass, EndpointSlice and Service status, `[sig-auth]`
 //! ServiceAccounts, CSRs and SubjectReviews, `[sig-storage]` CSI and StorageClass objects,
-//! `[sig-node] RuntimeClass`).
+//! `[sig-node] RuntimeClass`, `[sig-node] Node Lifecycle`).
 //!
 //! They make only API calls (the Pods ones run one pod), so one body serves both OSes. What they
 //! guard against is an API server that acknowledges writes its storage loses (the simulator's
@@ -15,6 +15,7 @@ mod core;
 mod csr;
 mod mirroring;
 mod network;
+mod node;
 mod pv;
 mod relabel;
 mod runtimeclass;
@@ -43,6 +44,7 @@ pub fn cases() -> Vec<Case> {
     cases.extend(storage::cases());
     cases.extend(pv::cases());
     cases.extend(runtimeclass::cases());
+    cases.extend(node::cases());
     cases
 }
 

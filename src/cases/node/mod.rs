@@ -23,6 +23,7 @@ mod lifecycle;
 pub(crate) mod resources;
 mod rootfs;
 mod runtimeclass;
+mod sidecar_hooks;
 mod sleep_hooks;
 pub(crate) mod stats;
 mod subpath_expr;
@@ -51,6 +52,7 @@ pub fn cases() -> Vec<Case> {
         init_containers::cases(),
         admission::cases(),
         sleep_hooks::cases(),
+        sidecar_hooks::cases(),
         runtimeclass::cases(),
         rootfs::cases(),
         host_aliases::cases(),

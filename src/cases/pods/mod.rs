@@ -22,6 +22,7 @@ use crate::framework::{CaseResult, ContainerBuilder, Framework, PodBuilder, pod_
 use crate::{ensure, fail};
 
 mod env;
+mod readiness_gates;
 
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
@@ -50,6 +51,7 @@ pub fn cases() -> Vec<Case> {
         case!(KUBELET_DELETE_FAILED, Kind::Adapted, kubelet_delete_failed),
     ];
     cases.extend(env::cases());
+    cases.extend(readiness_gates::cases());
     cases
 }
 

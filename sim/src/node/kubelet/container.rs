@@ -274,6 +274,11 @@ pub(super) async fn start_container(
         );
     }
     seed_rootfs(kl, &rootfs, &pod, &hostname, ip, dns.as_ref().ok());
+    for (rel, content) in programs::image_files::of(&img) {
+        if let Err(e) = std::fs::write(rootfs.join(rel), content) {
+            warn!(path = %rootfs.join(rel).display(), error = %e, "writing an image file failed");
+        }
+    }
     // The termination-message file: as the kubelet's `makeMounts` does, an empty file per
     // container instance under the pod's container directory, writable by any user (0666),
     // bind-mounted at `terminationMessagePath` (default `/dev/termination-log`), so the container
@@ -480,19 +485,21 @@ pub(super) async fn start_container(
         stop.cancel();
     }
     let probes_ignored = kl.net.faults().is_on("probes-ignored");
+    // A restartable init container (a sidecar) is probed and reports readiness as an app
+    // container does; a regular init container has neither.
+    let probed = !init || c.restart_policy.as_deref() == Some("Always");
     with_ctr(rt, init, idx, |ct| {
         ct.state = CState::Running { started_at };
         ct.started = c.startup_probe.is_none() || probes_ignored;
-        ct.ready = !init && (probes_ignored || (c.readiness_probe.is_none() && c.startup_probe.is_none()));
+        ct.ready = probed && (probes_ignored || (c.readiness_probe.is_none() && c.startup_probe.is_none()));
     });
     rt.touch();
     let probes = CancellationToken::new();
-    if !init && !probes_ignored {
+    if probed && !probes_ignored {
         spawn_probes(
             kl.clone(),
             rt.clone(),
-            c.clone(),
-            idx,
+            (c.clone(), init, idx),
             ctx.clone(),
             probes.clone(),
             stop.clone(),

@@ -85,17 +85,26 @@ pub(super) async fn run_handler(
             is_pod: false,
         };
         let addr = SocketAddr::new(host, port);
-        return match http::get(
-            kl.net.dialer(),
-            &src,
-            addr,
-            &addr.to_string(),
-            &path,
-            &[],
-            Duration::from_secs(10),
-        )
-        .await
-        {
+        let host_header = addr.to_string();
+        // As the kubelet's prober (`NewRequestForHTTPGetAction`), the hook honours its scheme and
+        // does not verify an HTTPS server's certificate. A kubelet with `hook-scheme-ignored`
+        // (before ConsistentHTTPGetHandlers) always speaks plain HTTP.
+        let https = g.scheme.as_deref() == Some("HTTPS") && !kl.net.faults().is_on("hook-scheme-ignored");
+        let tls = https.then(|| {
+            (
+                crate::api::tls::insecure_client_config(),
+                rustls::pki_types::ServerName::IpAddress(host.into()),
+            )
+        });
+        let req = http::Request {
+            method: "GET",
+            host: &host_header,
+            path: &path,
+            headers: &[],
+            body: None,
+            tls,
+        };
+        return match http::request(kl.net.dialer(), &src, addr, &req, Duration::from_secs(10)).await {
             Ok(r) if (200..400).contains(&r.status) => Ok(()),
             Ok(r) => Err(format!(
                 "HTTP lifecycle hook ({path}) for Container \"{}\" in Pod \"{}\" failed - error: HTTP status {}",

@@ -360,6 +360,27 @@ impl PodRt {
     fn pod(&self) -> Pod {
         self.pod.lock().expect("pod lock").clone()
     }
+    /// Takes `p` as the pod's API copy unless the copy held is newer (a watch event may arrive
+    /// after the answer to the kubelet's own later status write); marks the pod dirty when the
+    /// conditions others own changed, since the Ready condition follows readiness gates.
+    fn observe(&self, p: Pod) {
+        let rv = |p: &Pod| {
+            p.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let mut held = self.pod.lock().expect("pod lock");
+        if matches!((rv(&held), rv(&p)), (Some(old), Some(new)) if new < old) {
+            return;
+        }
+        let changed = status::foreign_conditions(&held) != status::foreign_conditions(&p);
+        *held = p;
+        drop(held);
+        if changed {
+            self.touch();
+        }
+    }
     fn label(&self) -> String {
         format!("{}_{}({})", self.name, self.namespace, self.uid)
     }

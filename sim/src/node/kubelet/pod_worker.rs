@@ -78,7 +78,7 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
     // containers keep running and the pod stays Terminating (a hung kubelet or runtime).
     let deleting = deleting && !kl.net.faults().is_on("termination-stuck");
     if let Some(rt) = pods.get(&uid) {
-        *rt.pod.lock().expect("pod lock") = p;
+        rt.observe(p);
         if deleting && !rt.deleting.is_cancelled() {
             debug!(node = %kl.cfg.name, pod = %rt.name, %uid, "pod deletion seen: terminating");
             rt.deleting.cancel();
@@ -398,6 +398,11 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
         let sidecar = c.restart_policy.as_deref() == Some("Always");
         if sidecar {
             tokio::spawn(supervise(kl.clone(), rt.clone(), c.clone(), true, i, "Always".into()));
+            // As the kubelet (KEP-753), the next container starts only once the sidecar has
+            // started: running, its postStart hook returned and its startup probe passed.
+            if !wait_started(rt, i).await {
+                return;
+            }
             continue;
         }
         let ok = supervise(
@@ -429,6 +434,22 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
         let _ = h.await;
     }
     rt.touch();
+}
+
+/// Waits until init container `idx` (a sidecar) has started; false when the pod is halted first.
+async fn wait_started(rt: &PodRt, idx: usize) -> bool {
+    loop {
+        let started = {
+            let st = rt.state.lock().expect("state lock");
+            st.init[idx].started && st.init[idx].state.is_running()
+        };
+        if started {
+            return true;
+        }
+        if !sleep_or(Duration::from_millis(50), &rt.halted).await {
+            return false;
+        }
+    }
 }
 
 /// `pod` with the search suffixes and options of its dnsConfig dropped (fault

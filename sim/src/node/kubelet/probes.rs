@@ -118,11 +118,12 @@ async fn probe_once(kl: &Kubelet, ctx: &Ctx, p: &Probe, c: &Container) -> Result
     Err("grpc probes are not emulated by the simulator".into())
 }
 
+/// Runs the probes of container `c` (an init container, a sidecar, when `init`; index `idx`)
+/// until `done`; a failed liveness or startup probe stops it through `stop`.
 pub(super) fn spawn_probes(
     kl: Arc<Kubelet>,
     rt: Arc<PodRt>,
-    c: Container,
-    idx: usize,
+    (c, init, idx): (Container, bool, usize),
     ctx: Ctx,
     done: CancellationToken,
     stop: CancellationToken,
@@ -131,7 +132,7 @@ pub(super) fn spawn_probes(
         let started_at = Instant::now();
         let period = |p: &Probe| Duration::from_secs(p.period_seconds.unwrap_or(10).max(1) as u64);
         let delay = |p: &Probe| Duration::from_secs(p.initial_delay_seconds.unwrap_or(0).max(0) as u64);
-        let field = Some((c.name.as_str(), false));
+        let field = Some((c.name.as_str(), init));
         // Startup probe gates the others.
         if let Some(sp) = &c.startup_probe {
             if !sleep_or(delay(sp), &done).await {
@@ -159,7 +160,7 @@ pub(super) fn spawn_probes(
                                 "Killing",
                                 &format!("Container {} failed startup probe, will be restarted", c.name),
                             );
-                            stop_with_grace(&kl, &rt, idx, &stop).await;
+                            stop_with_grace(&kl, &rt, (init, idx), &stop).await;
                             return;
                         }
                     }
@@ -168,10 +169,10 @@ pub(super) fn spawn_probes(
                     return;
                 }
             }
-            with_ctr(&rt, false, idx, |ct| ct.started = true);
+            with_ctr(&rt, init, idx, |ct| ct.started = true);
             rt.touch();
         }
-        with_ctr(&rt, false, idx, |ct| {
+        with_ctr(&rt, init, idx, |ct| {
             ct.started = true;
             if c.readiness_probe.is_none() {
                 ct.ready = true;
@@ -201,7 +202,7 @@ pub(super) fn spawn_probes(
                         r_fail = 0;
                         r_ok += 1;
                         if r_ok >= p.success_threshold.unwrap_or(1).max(1) {
-                            let changed = with_ctr(&rt, false, idx, |ct| !std::mem::replace(&mut ct.ready, true));
+                            let changed = with_ctr(&rt, init, idx, |ct| !std::mem::replace(&mut ct.ready, true));
                             if changed {
                                 rt.touch();
                             }
@@ -218,7 +219,7 @@ pub(super) fn spawn_probes(
                             &format!("Readiness probe failed: {out}"),
                         );
                         if r_fail >= p.failure_threshold.unwrap_or(3).max(1) {
-                            let changed = with_ctr(&rt, false, idx, |ct| std::mem::replace(&mut ct.ready, false));
+                            let changed = with_ctr(&rt, init, idx, |ct| std::mem::replace(&mut ct.ready, false));
                             if changed {
                                 rt.touch();
                             }
@@ -252,7 +253,7 @@ pub(super) fn spawn_probes(
                                 "Killing",
                                 &format!("Container {} failed liveness probe, will be restarted", c.name),
                             );
-                            stop_with_grace(&kl, &rt, idx, &stop).await;
+                            stop_with_grace(&kl, &rt, (init, idx), &stop).await;
                             return;
                         }
                     }

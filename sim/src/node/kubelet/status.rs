@@ -71,7 +71,16 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
         "Pending"
     };
     let completed = phase == "Succeeded" || phase == "Failed";
-    let unready: Vec<String> = st.main.iter().filter(|c| !c.ready).map(|c| c.name.clone()).collect();
+    // Upstream generate.go counts restartable init containers (sidecars) with the app
+    // containers: the pod is not ready while one of them is not.
+    let sidecars = spec.init_containers.iter().flatten().zip(&st.init);
+    let unready: Vec<String> = sidecars
+        .filter(|(spec, _)| spec.restart_policy.as_deref() == Some("Always"))
+        .map(|(_, c)| c)
+        .chain(&st.main)
+        .filter(|c| !c.ready)
+        .map(|c| c.name.clone())
+        .collect();
     let uninit: Vec<String> = if st.init_done {
         vec![]
     } else {
@@ -113,9 +122,25 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
         (None, None)
     };
     set("ContainersReady", ready, reason.clone(), msg.clone());
-    set("Ready", ready, reason, msg);
+    // Upstream generate.go: with its containers ready, the pod is Ready only once every
+    // readiness gate's condition is True (a kubelet with `readiness-gates-ignored` skips this).
+    let gates = if ready && !kl.net.faults().is_on("readiness-gates-ignored") {
+        unready_gates(&pod)
+    } else {
+        vec![]
+    };
+    if gates.is_empty() {
+        set("Ready", ready, reason, msg);
+    } else {
+        set(
+            "Ready",
+            false,
+            Some("ReadinessGatesNotReady".into()),
+            Some(gates.join(", ")),
+        );
+    }
     set("PodScheduled", true, None, None);
-    let conditions: Vec<PodCondition> = st
+    let mut conditions: Vec<PodCondition> = st
         .conditions
         .iter()
         .map(|(t, (ok, at, reason, msg))| PodCondition {
@@ -127,6 +152,9 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
             ..Default::default()
         })
         .collect();
+    // The status is written with a merge patch, which replaces the whole list: the conditions
+    // others own go back as the API holds them (upstream's status manager keeps them too).
+    conditions.extend(foreign_conditions(&pod));
     let mut status = serde_json::json!({
         "phase": phase,
         "conditions": conditions,
@@ -155,6 +183,49 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
         status["message"] = msg.clone().into();
     }
     status
+}
+
+/// The pod condition types the kubelet owns (upstream `kubetypes.PodConditionsByKubelet` and
+/// `PodReadyToStartContainers`); every other type (readiness gates, `DisruptionTarget`) is set
+/// by someone else through the status subresource.
+const KUBELET_CONDITIONS: &[&str] = &[
+    "PodScheduled",
+    "Ready",
+    "Initialized",
+    "ContainersReady",
+    "PodReadyToStartContainers",
+];
+
+/// The conditions of `pod` (as the API holds it) that the kubelet does not own.
+pub(super) fn foreign_conditions(pod: &Pod) -> Vec<PodCondition> {
+    pod.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Upstream generate.go's readiness-gate check: one message per gate of `spec.readinessGates`
+/// whose condition is missing or not True (empty when every gate is True).
+fn unready_gates(pod: &Pod) -> Vec<String> {
+    let conditions = pod.status.iter().flat_map(|s| s.conditions.iter().flatten());
+    let gates = pod.spec.iter().flat_map(|s| s.readiness_gates.iter().flatten());
+    gates
+        .filter_map(|g| {
+            let t = g.condition_type.as_str();
+            match conditions.clone().find(|c| c.type_ == t) {
+                None => Some(format!(
+                    "corresponding condition of pod readiness gate {t:?} does not exist."
+                )),
+                Some(c) if c.status != "True" => Some(format!(
+                    "the status of pod readiness gate {t:?} is not \"True\", but {}",
+                    c.status
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect()
 }
 
 /// Whether the API's copy of the pod disagrees with the kubelet on a condition the kubelet
@@ -217,18 +288,32 @@ pub(super) async fn status_writer(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
             continue;
         }
         let status = build_status(&kl, &rt);
-        if status == last && !needs_reconcile(&rt.pod(), &status) {
+        let known = rt.pod();
+        if status == last && !needs_reconcile(&known, &status) {
             continue;
         }
+        // The patch carries the resourceVersion the status was built from: the conditions
+        // others own are written back as they stood then, so a write that raced with theirs
+        // must be refused (409) and rebuilt rather than erase what they wrote.
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": known.metadata.resource_version },
+            "status": status,
+        });
         match api
-            .patch_status(
-                &rt.name,
-                &PatchParams::default(),
-                &Patch::Merge(&serde_json::json!({ "status": status })),
-            )
+            .patch_status(&rt.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => last = status,
+            Ok(written) => {
+                last = status;
+                rt.observe(written);
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                match api.get(&rt.name).await {
+                    Ok(fresh) => rt.observe(fresh),
+                    Err(e) => debug!(pod = %rt.name, error = %e, "pod re-read after a conflict failed"),
+                }
+                rt.touch();
+            }
             Err(kube::Error::Api(s)) if s.code == 404 => return,
             Err(e) => {
                 debug!(pod = %rt.name, error = %e, "pod status update failed");
@@ -257,6 +342,51 @@ mod tests {
         assert!(!needs_reconcile(&api("True"), &ours));
         assert!(needs_reconcile(&api("False"), &ours), "MarkPodsNotReady is undone");
         assert!(needs_reconcile(&Pod::default(), &ours));
+    }
+
+    fn gated(conditions: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "spec": {"containers": [], "readinessGates": [
+                {"conditionType": "k8s.io/test-condition1"}, {"conditionType": "k8s.io/test-condition2"}]},
+            "status": {"conditions": conditions}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn readiness_gates_hold_ready_until_every_condition_is_true() {
+        let none = gated(serde_json::json!([{"type": "Ready", "status": "True"}]));
+        assert_eq!(
+            unready_gates(&none),
+            [
+                "corresponding condition of pod readiness gate \"k8s.io/test-condition1\" does not exist.",
+                "corresponding condition of pod readiness gate \"k8s.io/test-condition2\" does not exist."
+            ]
+        );
+        let one = gated(serde_json::json!([
+            {"type": "k8s.io/test-condition1", "status": "True"},
+            {"type": "k8s.io/test-condition2", "status": "False"}]));
+        assert_eq!(
+            unready_gates(&one),
+            ["the status of pod readiness gate \"k8s.io/test-condition2\" is not \"True\", but False"]
+        );
+        let both = gated(serde_json::json!([
+            {"type": "k8s.io/test-condition1", "status": "True"},
+            {"type": "k8s.io/test-condition2", "status": "True"}]));
+        assert!(unready_gates(&both).is_empty());
+        assert!(
+            unready_gates(&Pod::default()).is_empty(),
+            "no gates, nothing to wait for"
+        );
+    }
+
+    #[test]
+    fn conditions_others_own_are_kept() {
+        let pod = gated(serde_json::json!([
+            {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"},
+            {"type": "k8s.io/test-condition1", "status": "True"}, {"type": "DisruptionTarget", "status": "True"}]));
+        let kept: Vec<String> = foreign_conditions(&pod).into_iter().map(|c| c.type_).collect();
+        assert_eq!(kept, ["k8s.io/test-condition1", "DisruptionTarget"]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use tokio_util::sync::CancellationToken;
 
 use crate::node::programs::Ctx;
@@ -23,10 +23,10 @@ fn grace_of(pod: &Pod) -> Duration {
     Duration::from_secs(secs as u64)
 }
 
-/// Sends the stop signal, then kills after the pod's grace period.
-pub(super) async fn stop_with_grace(_kl: &Kubelet, rt: &PodRt, idx: usize, stop: &CancellationToken) {
+/// Sends the stop signal to container `(init, idx)`, then kills it after the pod's grace period.
+pub(super) async fn stop_with_grace(_kl: &Kubelet, rt: &PodRt, (init, idx): (bool, usize), stop: &CancellationToken) {
     stop.cancel();
-    let kill = with_ctr(rt, false, idx, |ct| ct.run_kill.clone());
+    let kill = with_ctr(rt, init, idx, |ct| ct.run_kill.clone());
     let grace = grace_of(&rt.pod());
     if let Some(kill) = kill {
         tokio::spawn(async move {
@@ -45,6 +45,81 @@ type RunningCtr = (
     Option<CancellationToken>,
     Option<CancellationToken>,
 );
+
+/// Stops one running container: its preStop hook (bounded by the grace deadline), the stop
+/// signal, and a kill at the deadline.
+fn stop_container(
+    kl: &Arc<Kubelet>,
+    rt: &Arc<PodRt>,
+    spec: &PodSpec,
+    (init, _i, name, ctx, stop, kill): RunningCtr,
+    deadline: Instant,
+) -> tokio::task::JoinHandle<()> {
+    kl.pod_event(
+        rt,
+        Some((&name, init)),
+        "Normal",
+        "Killing",
+        &format!("Stopping container {name}"),
+    );
+    let c = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+        .cloned();
+    let kl2 = kl.clone();
+    let rt2 = rt.clone();
+    tokio::spawn(async move {
+        if let (Some(c), Some(ctx)) = (&c, &ctx)
+            && let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone())
+            && !kl2.net.faults().is_on("hooks-ignored")
+        {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, run_handler(&kl2, ctx, &h, c)).await {
+                Ok(Err(msg)) => kl2.pod_event(&rt2, Some((&c.name, init)), "Warning", "FailedPreStopHook", &msg),
+                Ok(Ok(())) => {}
+                Err(_) => kl2.pod_event(
+                    &rt2,
+                    Some((&c.name, init)),
+                    "Warning",
+                    "FailedPreStopHook",
+                    "PreStopHook did not finish within the grace period",
+                ),
+            }
+        }
+        if let Some(s) = stop {
+            s.cancel();
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(left).await;
+        if let Some(k) = kill {
+            k.cancel();
+        }
+    })
+}
+
+/// Waits until the containers `which` (every container when empty) have exited, or `until`.
+async fn wait_exited(rt: &PodRt, which: &[(bool, usize)], until: Instant) {
+    loop {
+        let any_running = {
+            let st = rt.state.lock().expect("state lock");
+            let running = |c: &super::Ctr| c.state.is_running() || c.run_stop.is_some();
+            if which.is_empty() {
+                st.init.iter().chain(st.main.iter()).any(running)
+            } else {
+                which.iter().any(|&(init, i)| {
+                    let c = if init { &st.init[i] } else { &st.main[i] };
+                    running(c)
+                })
+            }
+        };
+        if !any_running || Instant::now() > until {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 
 /// Graceful termination: preStop hooks, the stop signal, and a kill at the grace deadline.
 pub(super) async fn terminate(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
@@ -78,66 +153,32 @@ pub(super) async fn terminate(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
             })
             .collect()
     };
-    let mut waits = Vec::new();
-    for (init, _i, name, ctx, stop, kill) in running {
-        kl.pod_event(
-            rt,
-            Some((&name, init)),
-            "Normal",
-            "Killing",
-            &format!("Stopping container {name}"),
-        );
-        let c = spec
-            .containers
+    // Upstream (KEP-753): the app containers (and a regular init container still running) stop
+    // first; the sidecars (restartable init containers) only once those have exited, one at a
+    // time in the reverse of their order, all within the one grace period.
+    let is_sidecar = |init: bool, name: &str| {
+        init && spec
+            .init_containers
             .iter()
-            .chain(spec.init_containers.iter().flatten())
-            .find(|c| c.name == name)
-            .cloned();
-        let kl2 = kl.clone();
-        let rt2 = rt.clone();
-        waits.push(tokio::spawn(async move {
-            if let (Some(c), Some(ctx)) = (&c, &ctx)
-                && let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone())
-                && !kl2.net.faults().is_on("hooks-ignored")
-            {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match tokio::time::timeout(left, run_handler(&kl2, ctx, &h, c)).await {
-                    Ok(Err(msg)) => kl2.pod_event(&rt2, Some((&c.name, init)), "Warning", "FailedPreStopHook", &msg),
-                    Ok(Ok(())) => {}
-                    Err(_) => kl2.pod_event(
-                        &rt2,
-                        Some((&c.name, init)),
-                        "Warning",
-                        "FailedPreStopHook",
-                        "PreStopHook did not finish within the grace period",
-                    ),
-                }
-            }
-            if let Some(s) = stop {
-                s.cancel();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            tokio::time::sleep(left).await;
-            if let Some(k) = kill {
-                k.cancel();
-            }
-        }));
+            .flatten()
+            .any(|c| c.name == name && c.restart_policy.as_deref() == Some("Always"))
+    };
+    let (mut sidecars, others): (Vec<RunningCtr>, Vec<RunningCtr>) =
+        running.into_iter().partition(|r| is_sidecar(r.0, &r.2));
+    sidecars.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let mut waits = Vec::new();
+    let until = deadline + Duration::from_secs(2);
+    let mut stages: Vec<Vec<RunningCtr>> = vec![others];
+    stages.extend(sidecars.into_iter().map(|s| vec![s]));
+    for stage in stages {
+        let names: Vec<(bool, usize)> = stage.iter().map(|r| (r.0, r.1)).collect();
+        for r in stage {
+            waits.push(stop_container(kl, rt, &spec, r, deadline));
+        }
+        wait_exited(rt, &names, until).await;
     }
     // Wait until every container has exited (or been killed at the deadline).
-    let until = deadline + Duration::from_secs(2);
-    loop {
-        let any_running = {
-            let st = rt.state.lock().expect("state lock");
-            st.init
-                .iter()
-                .chain(st.main.iter())
-                .any(|c| c.state.is_running() || c.run_stop.is_some())
-        };
-        if !any_running || Instant::now() > until {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_exited(rt, &[], until).await;
     for w in waits {
         w.abort();
     }

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::sync::mpsc;
 
-use super::servers::{serve_http, serve_udp};
+use super::servers::{listen, serve_http, serve_tls, serve_udp, tls_from_pem};
 use super::{Ctx, until_stopped};
 use crate::node::{dns, http, shell};
 use crossconf_model::os::Os;
@@ -31,7 +31,12 @@ pub(super) fn flags(args: &[String]) -> (HashMap<String, String>, Vec<String>) {
         {
             if let Some((k, v)) = f.split_once('=') {
                 m.insert(k.to_string(), v.to_string());
-            } else if i + 1 < args.len() && !args[i + 1].starts_with('-') && !matches!(f, "tcp" | "udp" | "http") {
+            } else if i + 1 < args.len()
+                // pflag gives a valued flag the next argument, a negative number included
+                // (`--udp-port -1`).
+                && (!args[i + 1].starts_with('-') || args[i + 1].parse::<i64>().is_ok())
+                && !matches!(f, "tcp" | "udp" | "http")
+            {
                 m.insert(f.to_string(), args[i + 1].clone());
                 i += 1;
             } else {
@@ -240,9 +245,35 @@ async fn netexec(ctx: Ctx, args: Vec<String>) -> i32 {
             }),
         )
         .with_state(state);
-    if let Err(e) = serve_http(ip, hport, router, stop.clone()).await {
-        ctx.out.err_line(&format!("listen tcp :{hport}: bind: {e}"));
-        return 1;
+    // `--tls-cert-file` upgrades the server to HTTPS (upstream's `ListenAndServeTLS`, which
+    // exits through `log.Fatal` when the pair cannot be read).
+    match f.get("tls-cert-file").filter(|c| !c.is_empty()) {
+        Some(cert) => {
+            let key = f.get("tls-private-key-file").cloned().unwrap_or_default();
+            let read = |path: &str| ctx.fs.read(path).map_err(|e| format!("open {path}: {e}"));
+            let config = match (read(cert), read(&key)) {
+                (Ok(c), Ok(k)) => tls_from_pem(&c, &k),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            };
+            let listener = config.and_then(|c| {
+                listen(ip, hport)
+                    .map(|l| (l, c))
+                    .map_err(|e| format!("listen tcp :{hport}: bind: {e}"))
+            });
+            match listener {
+                Ok((l, c)) => serve_tls(l, router, c, stop.clone()),
+                Err(e) => {
+                    ctx.out.err_line(&e);
+                    return 1;
+                }
+            }
+        }
+        None => {
+            if let Err(e) = serve_http(ip, hport, router, stop.clone()).await {
+                ctx.out.err_line(&format!("listen tcp :{hport}: bind: {e}"));
+                return 1;
+            }
+        }
     }
     ctx.out.line(&format!("Started HTTP server on port {hport}"));
     let code = tokio::select! {
@@ -772,6 +803,63 @@ mod server_tests {
     use crate::node::net::Source;
     use crate::node::programs::testutil::{AGNHOST, ctx};
     use crossconf_model::os::Os;
+
+    #[tokio::test]
+    async fn netexec_serves_https_with_the_image_pair_and_drops_plain_http() {
+        let (c, _out, _d) = ctx(Os::Linux, AGNHOST, 121);
+        for (rel, content) in crate::node::programs::image_files::of(&c.image) {
+            c.fs.write(&format!("/{rel}"), content.as_bytes(), false).unwrap();
+        }
+        let (ip, net) = (c.pod.ip, c.net.clone());
+        let args = "netexec --http-port 18443 --udp-port -1 --tls-cert-file /localhost.crt --tls-private-key-file /localhost.key";
+        let _h = tokio::spawn(run(c, args.split(' ').map(String::from).collect()));
+        let host = Source::host();
+        let addr = SocketAddr::new(ip.into(), 18443);
+        let req = http::Request {
+            method: "GET",
+            host: "x",
+            path: "/echo?msg=startup",
+            headers: &[],
+            body: None,
+            tls: Some((
+                crate::api::tls::insecure_client_config(),
+                rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::from(ip).into()),
+            )),
+        };
+        let mut got = None;
+        for _ in 0..50 {
+            if let Ok(r) = http::request(net.dialer(), &host, addr, &req, Duration::from_secs(1)).await {
+                got = Some(r);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let r = got.expect("netexec answers over TLS");
+        assert_eq!((r.status, &r.body[..]), (200, &b"startup"[..]));
+        let plain = http::get(
+            net.dialer(),
+            &host,
+            addr,
+            "x",
+            "/echo?msg=plain",
+            &[],
+            Duration::from_secs(1),
+        )
+        .await;
+        assert!(
+            plain.is_err() || plain.is_ok_and(|r| r.status >= 400),
+            "plain HTTP must not be served"
+        );
+    }
+
+    #[test]
+    fn valued_flags_take_a_negative_number() {
+        let args: Vec<String> = ["--udp-port", "-1", "--http-port=8080"].map(String::from).to_vec();
+        let (f, pos) = flags(&args);
+        assert_eq!(f.get("udp-port").map(String::as_str), Some("-1"));
+        assert_eq!(f.get("http-port").map(String::as_str), Some("8080"));
+        assert!(pos.is_empty());
+    }
 
     #[tokio::test]
     async fn netexec_serves_http_and_udp_on_the_pod_ip() {

@@ -8,8 +8,6 @@
 //! review for another resource than a handler expects makes upstream's handler return no
 //! response and its server drop the connection, answered here with an empty 500.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -17,14 +15,9 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 
-use super::servers::listen;
+use super::servers::{listen, serve_tls, tls_from_pem};
 use super::{Ctx, until_stopped};
 
 /// What an admit function decides: `None` is upstream returning no response at all.
@@ -394,28 +387,6 @@ fn router(sidecar: String) -> Router {
         .route("/readyz", any(|| async { "ok" }))
 }
 
-/// The serving configuration from the PEM files (the certificate file may carry the chain).
-fn tls(cert: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, String> {
-    crate::install_crypto_provider();
-    let chain = CertificateDer::pem_slice_iter(cert)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("tls: failed to find any PEM data in certificate input: {e}"))?;
-    if chain.is_empty() {
-        return Err("tls: failed to find any PEM data in certificate input".into());
-    }
-    let key = PrivateKeyDer::from_pem_slice(key)
-        .map_err(|e| format!("tls: failed to find any PEM data in key input: {e}"))?;
-    let provider = rustls::crypto::ring::default_provider();
-    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(|e| format!("tls: {e}"))?;
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(cfg))
-}
-
 /// Runs `agnhost webhook ARGS`.
 pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
     let (f, _) = super::agnhost::flags(&args);
@@ -432,7 +403,7 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
         ctx.fs.read(&path).map_err(|e| format!("open {path}: {e}"))
     };
     let config = match (read("tls-cert-file"), read("tls-private-key-file")) {
-        (Ok(c), Ok(k)) => tls(&c, &k),
+        (Ok(c), Ok(k)) => tls_from_pem(&c, &k),
         (Err(e), _) | (_, Err(e)) => Err(e),
     };
     let config = match config {
@@ -451,38 +422,6 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
         }
     };
     let app = router(f.get("sidecar-image").cloned().unwrap_or_default());
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    let cancel = ctx.cancel.clone();
-    tokio::spawn(async move {
-        loop {
-            let (tcp, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
-                () = cancel.cancelled() => return,
-                r = listener.accept() => match r { Ok(x) => x, Err(_) => continue },
-            };
-            let (acceptor, app, cancel) = (acceptor.clone(), app.clone(), cancel.clone());
-            tokio::spawn(async move {
-                let serve = async {
-                    let tls = match acceptor.accept(tcp).await {
-                        Ok(t) => t,
-                        Err(e) => {
-                            // Go's server logs "http: TLS handshake error from PEER: ..."
-                            tracing::debug!(%peer, error = %e, "webhook tls handshake failed");
-                            return;
-                        }
-                    };
-                    let service = TowerToHyperService::new(app);
-                    let builder = auto::Builder::new(TokioExecutor::new());
-                    let conn = builder.serve_connection(TokioIo::new(tls), service);
-                    if let Err(e) = conn.await {
-                        tracing::debug!(%peer, error = %e, "webhook connection ended with an error");
-                    }
-                };
-                tokio::select! {
-                    () = serve => {}
-                    () = cancel.cancelled() => {}
-                }
-            });
-        }
-    });
+    serve_tls(listener, app, config, ctx.cancel.clone());
     until_stopped(&ctx).await
 }

@@ -9,6 +9,7 @@
 
 pub mod agnhost;
 pub mod agnhost_webhook;
+pub mod image_files;
 pub mod inclusterclient;
 pub mod servers;
 pub mod stdin;

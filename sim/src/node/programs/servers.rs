@@ -2,8 +2,15 @@
 //! pod's own address) and the simple server images: pause, nginx and httpd.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
-use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::{Extension, Router};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -40,6 +47,67 @@ pub async fn serve_http(ip: Ipv4Addr, port: u16, router: Router, cancel: Cancell
         }
     });
     Ok(())
+}
+
+/// The serving configuration from PEM files (the certificate file may carry the chain), as
+/// Go's `tls.LoadX509KeyPair` reads them; the error is worded as Go's.
+pub fn tls_from_pem(cert: &[u8], key: &[u8]) -> Result<Arc<rustls::ServerConfig>, String> {
+    crate::install_crypto_provider();
+    let chain = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("tls: failed to find any PEM data in certificate input: {e}"))?;
+    if chain.is_empty() {
+        return Err("tls: failed to find any PEM data in certificate input".into());
+    }
+    let key = PrivateKeyDer::from_pem_slice(key)
+        .map_err(|e| format!("tls: failed to find any PEM data in key input: {e}"))?;
+    let provider = rustls::crypto::ring::default_provider();
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("tls: {e}"))?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Serves `router` over TLS on `listener` until `cancel`, as Go's `ListenAndServeTLS`: a
+/// client that fails the handshake (one speaking plain HTTP) is dropped and never reaches a
+/// handler. Each request carries the peer as [`ConnectInfo`].
+pub fn serve_tls(listener: TcpListener, router: Router, config: Arc<rustls::ServerConfig>, cancel: CancellationToken) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    tokio::spawn(async move {
+        loop {
+            let (tcp, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
+                () = cancel.cancelled() => return,
+                r = listener.accept() => match r { Ok(x) => x, Err(_) => continue },
+            };
+            let (acceptor, app, cancel) = (acceptor.clone(), router.clone(), cancel.clone());
+            tokio::spawn(async move {
+                let serve = async {
+                    let tls = match acceptor.accept(tcp).await {
+                        Ok(t) => t,
+                        Err(e) => {
+                            // Go's server logs "http: TLS handshake error from PEER: ..."
+                            debug!(%peer, error = %e, "tls handshake failed");
+                            return;
+                        }
+                    };
+                    let app = app.layer(Extension(ConnectInfo(peer)));
+                    let service = TowerToHyperService::new(app);
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
+                        debug!(%peer, error = %e, "tls connection ended with an error");
+                    }
+                };
+                tokio::select! {
+                    () = serve => {}
+                    () = cancel.cancelled() => {}
+                }
+            });
+        }
+    });
 }
 
 /// Binds a UDP socket on the pod IP and answers each datagram with `answer(text, peer)` until
