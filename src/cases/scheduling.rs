@@ -207,6 +207,40 @@ async fn verify_result(f: &Framework, scheduled: usize, unscheduled: usize) -> C
     Ok(())
 }
 
+/// Upstream `WaitForStableCluster` and `CheckTestingNSDeletedExcept`: waits until no pod outside
+/// this case's namespace is being deleted or waits for a node, so the free CPU read next stays
+/// true (a terminating pod still holds its requests, then frees them).
+async fn wait_for_stable_cluster(f: &Framework) -> CaseResult {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let pods = f.api_all::<Pod>().list(&ListParams::default()).await?;
+        let unsettled: Vec<String> = pods
+            .items
+            .iter()
+            .filter(|p| p.namespace().as_deref() != Some(f.ns()))
+            .filter(|p| {
+                let done = matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                );
+                p.metadata.deletion_timestamp.is_some() || (!done && bound_node(p).is_empty())
+            })
+            .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
+            .collect();
+        if unsettled.is_empty() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            fail!(
+                "the cluster did not settle within 120s: {} pod(s) still terminating or unscheduled: {}",
+                unsettled.len(),
+                unsettled.join(", ")
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// Millicores a CPU quantity stands for (`"2"`, `"1500m"`, `"0.5"`); `None` if unreadable.
 fn millicores(q: &str) -> Option<i64> {
     match q.strip_suffix('m') {
@@ -240,6 +274,8 @@ fn cpu_resources(millis: i64) -> impl Fn(&mut Container) + Clone + Send + Sync +
 /// asking for 70 % of its free CPU, then ask for half the largest node's allocatable CPU: that
 /// pod must stay unscheduled for want of CPU.
 async fn resource_limits(f: &Framework) -> CaseResult {
+    f.step("wait for the cluster to settle");
+    wait_for_stable_cluster(f).await?;
     let mut nodes = Vec::new();
     for os in Os::ALL {
         nodes.extend(f.schedulable_nodes(os).await?);
