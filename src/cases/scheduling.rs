@@ -211,34 +211,26 @@ async fn verify_result(f: &Framework, scheduled: usize, unscheduled: usize) -> C
 /// this case's namespace is being deleted or waits for a node, so the free CPU read next stays
 /// true (a terminating pod still holds its requests, then frees them).
 async fn wait_for_stable_cluster(f: &Framework) -> CaseResult {
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let pods = f.api_all::<Pod>().list(&ListParams::default()).await?;
-        let unsettled: Vec<String> = pods
-            .items
-            .iter()
-            .filter(|p| p.namespace().as_deref() != Some(f.ns()))
-            .filter(|p| {
-                let done = matches!(
-                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                    Some("Succeeded" | "Failed")
-                );
-                p.metadata.deletion_timestamp.is_some() || (!done && bound_node(p).is_empty())
-            })
-            .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
-            .collect();
-        if unsettled.is_empty() {
-            return Ok(());
-        }
-        if std::time::Instant::now() >= deadline {
-            fail!(
-                "the cluster did not settle within 120s: {} pod(s) still terminating or unscheduled: {}",
-                unsettled.len(),
-                unsettled.join(", ")
+    let ns = f.ns().to_string();
+    let settled = move |pods: &[Pod]| {
+        pods.iter().all(|p| {
+            let done = matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
             );
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+            p.namespace().as_deref() == Some(ns.as_str())
+                || (p.metadata.deletion_timestamp.is_none() && (done || !bound_node(p).is_empty()))
+        })
+    };
+    f.wait_list_within(
+        &f.api_all::<Pod>(),
+        "",
+        settled,
+        "the cluster to settle: no pod outside this namespace terminating or waiting for a node",
+        Duration::from_secs(120),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Millicores a CPU quantity stands for (`"2"`, `"1500m"`, `"0.5"`); `None` if unreadable.

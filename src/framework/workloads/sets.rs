@@ -95,6 +95,8 @@ impl Framework {
     {
         let within = within.min(self.remaining());
         let start = Instant::now();
+        // Keyed by namespace and name: a cluster-wide `api` sees the same name in many namespaces.
+        let key = |o: &K| format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
         let config = watcher::Config::default().labels(selector);
         let mut stream = watcher::watcher(api.clone(), config).default_backoff().boxed();
         let mut current: BTreeMap<String, K> = BTreeMap::new();
@@ -105,17 +107,17 @@ impl Framework {
                 match event {
                     Ok(watcher::Event::Init) => buffer.clear(),
                     Ok(watcher::Event::InitApply(o)) => {
-                        buffer.insert(o.name_any(), o);
+                        buffer.insert(key(&o), o);
                     }
                     Ok(watcher::Event::InitDone) => {
                         current = std::mem::take(&mut buffer);
                         listed = true;
                     }
                     Ok(watcher::Event::Apply(o)) => {
-                        current.insert(o.name_any(), o);
+                        current.insert(key(&o), o);
                     }
                     Ok(watcher::Event::Delete(o)) => {
-                        current.remove(&o.name_any());
+                        current.remove(&key(&o));
                     }
                     Err(e) => {
                         crate::cluster::retry::journal().record(crate::cluster::retry::Trouble::WatchRestart);
