@@ -46,9 +46,14 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     }
     let mut wake = Wake::new(vec![services.subscribe(), pods.subscribe()], ctx.cfg.resync);
     let mut requeue = Requeue::default();
-    let mut written: HashSet<(String, String)> = HashSet::new();
+    // Every Service seen, whatever its type: upstream's controller deletes the Endpoints named
+    // after a Service when that Service is deleted (syncService finds it gone), whether or not
+    // it wrote them. Remembered before any write, since a write whose answer was lost may
+    // still have landed.
+    let mut known: HashSet<(String, String)> = HashSet::new();
     loop {
         for svc in services.list() {
+            known.insert((svc.namespace().unwrap_or_default(), svc.name_any()));
             if !has_selector(&svc) {
                 continue;
             }
@@ -62,16 +67,15 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
             if let Err(e) = sync_endpoints(&ctx, &endpoints, &svc, &backends).await {
                 tracing::warn!(service = %svc.name_any(), error = %super::error::chain(&e), "endpoints sync failed");
                 requeue.after(Duration::from_secs(1));
-            } else {
-                written.insert((svc.namespace().unwrap_or_default(), svc.name_any()));
             }
             if let Err(e) = sync_slices(&ctx, &slices, &svc, &backends).await {
                 tracing::warn!(service = %svc.name_any(), error = %super::error::chain(&e), "endpointslice sync failed");
                 requeue.after(Duration::from_secs(1));
             }
         }
-        // Endpoints this controller wrote whose Service is gone are removed, as upstream does.
-        let gone: Vec<(String, String)> = written
+        // The Endpoints of a Service that is gone are removed, as upstream does; a failed delete
+        // is retried soon rather than at the next resync.
+        let gone: Vec<(String, String)> = known
             .iter()
             .filter(|(ns, n)| services.get(Some(ns), n).is_none())
             .cloned()
@@ -80,12 +84,15 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
             let api: Api<Endpoints> = Api::namespaced(ctx.client.clone(), &ns);
             match api.delete(&n, &DeleteParams::default()).await {
                 Ok(_) => {
-                    written.remove(&(ns, n));
+                    known.remove(&(ns, n));
                 }
                 Err(e) if is_not_found(&e) => {
-                    written.remove(&(ns, n));
+                    known.remove(&(ns, n));
                 }
-                Err(e) => tracing::warn!(endpoints = %n, error = %e, "failed to delete endpoints of a deleted service"),
+                Err(e) => {
+                    tracing::warn!(endpoints = %n, error = %e, "failed to delete endpoints of a deleted service");
+                    requeue.after(Duration::from_secs(1));
+                }
             }
         }
         if !wake.next(requeue.take(), &ctx.cancel).await {

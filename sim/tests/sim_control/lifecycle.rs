@@ -139,3 +139,38 @@ async fn watch_cut_keeps_informers_consistent() {
     .await;
     c.stop().await;
 }
+
+/// Deleting a Service deletes the Endpoints named after it, as upstream's endpoints controller
+/// does when syncService finds the Service gone — also Endpoints a user wrote for a Service
+/// without a selector, which the controller never wrote itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_service_deletes_its_endpoints() {
+    let c = Cluster::start(ControlConfig::default(), true).await;
+    create_ns(&c.client, "eps").await;
+    let svcs: Api<Service> = c.api("eps");
+    let eps: Api<Endpoints> = c.api("eps");
+    svcs.create(
+        &PostParams::default(),
+        &obj(json!({"metadata": {"name": "picky"}, "spec": {"selector": {"app": "none"}, "ports": [{"port": 80}]}})),
+    )
+    .await
+    .unwrap();
+    svcs.create(
+        &PostParams::default(),
+        &obj(json!({"metadata": {"name": "manual"}, "spec": {"ports": [{"port": 80}]}})),
+    )
+    .await
+    .unwrap();
+    eps.create(
+        &PostParams::default(),
+        &obj(json!({"metadata": {"name": "manual"},
+            "subsets": [{"addresses": [{"ip": "127.0.0.9"}], "ports": [{"port": 80}]}]})),
+    )
+    .await
+    .unwrap();
+    until(&eps, ListParams::default(), "both Endpoints", |e| e.len() == 2).await;
+    for name in ["picky", "manual"] {
+        svcs.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    until(&eps, ListParams::default(), "no Endpoints left", |e| e.is_empty()).await;
+}

@@ -11,11 +11,14 @@
 //!   the failures;
 //! - the run ends with its cleanup step done (pods stranded on win-2 are force-deleted), and no
 //!   namespace with the run-id label is left.
-
-mod support;
+//!
+//! It lives in the fault matrix's test binary so that libtest runs it beside the matrix: it
+//! mostly waits (a stranded case runs into its 60 s timeout), and as a binary of its own it
+//! added its whole wall to CI's.
 
 use std::time::{Duration, Instant};
 
+use super::support;
 use support::run_check::{failure_messages, leftovers, planned, read_junit, retrying_client, run_slice};
 use support::sim_process::SimProcess;
 
