@@ -22,6 +22,7 @@ pub mod network;
 pub mod node;
 pub mod pods;
 pub mod policy;
+pub mod preemption;
 pub mod probes;
 pub mod proxy;
 pub mod scheduling;
@@ -62,6 +63,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(api::cases());
     cases.extend(policy::cases());
     cases.extend(scheduling::cases());
+    cases.extend(preemption::cases());
     cases.extend(node::cases());
     cases.extend(security::cases());
     cases.extend(windows::cases());

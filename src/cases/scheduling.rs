@@ -210,7 +210,7 @@ async fn verify_result(f: &Framework, scheduled: usize, unscheduled: usize) -> C
 /// Upstream `WaitForStableCluster` and `CheckTestingNSDeletedExcept`: waits until no pod outside
 /// this case's namespace is being deleted or waits for a node, so the free CPU read next stays
 /// true (a terminating pod still holds its requests, then frees them).
-async fn wait_for_stable_cluster(f: &Framework) -> CaseResult {
+pub(crate) async fn wait_for_stable_cluster(f: &Framework) -> CaseResult {
     let ns = f.ns().to_string();
     let settled = move |pods: &[Pod]| {
         pods.iter().all(|p| {

@@ -63,6 +63,7 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>, out: &mut V
         }
         ("policy", "poddisruptionbudgets") => pdb(obj, out),
         ("storage.k8s.io", "storageclasses") => storage_class(obj, old, out),
+        ("scheduling.k8s.io", "priorityclasses") => priority_class(obj, old, out),
         ("storage.k8s.io", "csinodes") => {
             for (i, d) in items(obj, "/spec/drivers").iter().enumerate() {
                 for f in ["name", "nodeID"] {
@@ -370,6 +371,38 @@ fn storage_class(obj: &Value, old: Option<&Value>, out: &mut Vec<Cause>) {
     }
 }
 
+/// Upstream `ValidatePriorityClass` and `ValidatePriorityClassUpdate`
+/// (pkg/apis/scheduling/validation): a user class may not exceed `HighestUserDefinablePriority`;
+/// `value` and `preemptionPolicy` never change once stored. (The `system-` name reservation is
+/// not checked: the built-in classes are stored by the simulator itself.)
+fn priority_class(obj: &Value, old: Option<&Value>, out: &mut Vec<Cause>) {
+    const HIGHEST_USER_DEFINABLE: i64 = 1_000_000_000;
+    let value = obj.get("value").and_then(Value::as_i64).unwrap_or(0);
+    if !s(obj, "/metadata/name").starts_with("system-") && value > HIGHEST_USER_DEFINABLE {
+        out.push(Cause::forbidden(
+            "value",
+            &format!("maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE}"),
+        ));
+    }
+    not_supported(
+        obj.get("preemptionPolicy"),
+        "preemptionPolicy",
+        &["Never", "PreemptLowerPriority"],
+        out,
+    );
+    let Some(old) = old else { return };
+    if old.get("value") != obj.get("value") {
+        out.push(Cause::forbidden("value", "may not be changed in an update."));
+    }
+    if old.get("preemptionPolicy") != obj.get("preemptionPolicy") {
+        out.push(Cause::invalid(
+            "preemptionPolicy",
+            obj.get("preemptionPolicy").unwrap_or(&Value::Null),
+            "field is immutable",
+        ));
+    }
+}
+
 /// Key usages upstream accepts (`allValidUsages`), sorted as its `sets.List()` prints them.
 const USAGES: &[&str] = &[
     "any",
@@ -590,6 +623,40 @@ mod tests {
         let mut out = Vec::new();
         validate(def, &obj, None, &mut out);
         out.iter().map(Cause::line).collect()
+    }
+
+    #[test]
+    fn priority_class_value_is_bounded_and_immutable() {
+        let def = find("scheduling.k8s.io", "v1", "priorityclasses").unwrap();
+        let old = json!({"metadata": {"name": "p"}, "value": 1, "preemptionPolicy": "PreemptLowerPriority"});
+        let mut out = Vec::new();
+        validate(def, &old, None, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        let changed = json!({"metadata": {"name": "p"}, "value": 10, "preemptionPolicy": "Never"});
+        validate(def, &changed, Some(&old), &mut out);
+        let lines: Vec<String> = out.iter().map(Cause::line).collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].contains("value: Forbidden: may not be changed in an update."),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("preemptionPolicy: Invalid value: \"Never\": field is immutable"),
+            "{lines:?}"
+        );
+        let described = json!({"metadata": {"name": "p"}, "value": 1, "preemptionPolicy": "PreemptLowerPriority",
+            "description": "updated description"});
+        out.clear();
+        validate(def, &described, Some(&old), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        out.clear();
+        validate(
+            def,
+            &json!({"metadata": {"name": "big"}, "value": 1_000_000_001}),
+            None,
+            &mut out,
+        );
+        assert!(Cause::line(&out[0]).contains("maximum allowed value of a user defined priority is 1000000000"));
     }
 
     #[test]

@@ -492,8 +492,9 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "validation-off",
         arg: Arg::Value("config-keys|immutable|match-conditions"),
-        breaks: "the API server stops validating ConfigMap/Secret data keys, lets immutable ConfigMaps/Secrets change, \
-                 or stores webhook matchConditions whose CEL does not compile",
+        breaks: "the API server stops validating ConfigMap/Secret data keys, lets immutable ConfigMaps/Secrets (and a \
+                 PriorityClass's value or preemptionPolicy) change, or stores webhook matchConditions whose CEL does \
+                 not compile",
     },
     Switch {
         name: "field-dropped",

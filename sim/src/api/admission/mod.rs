@@ -215,7 +215,7 @@ fn drop_match_conditions(st: &AppState, def: &ResourceDef, obj: &mut Value) {
 
 /// Drops the validation causes a fault switch turned off (an API server that lets bad objects
 /// through): `validation-off=config-keys` (ConfigMap/Secret data keys), `validation-off=immutable`
-/// (changes to an immutable ConfigMap/Secret), `validation-off=match-conditions` (webhook
+/// (changes to an immutable ConfigMap/Secret, or to a PriorityClass's value or preemptionPolicy), `validation-off=match-conditions` (webhook
 /// matchConditions that do not compile), `pod-os-validation-off` (Linux-only fields on Windows
 /// pods).
 fn waive(st: &AppState, def: &ResourceDef, obj: &Value, mut causes: Vec<Cause>) -> Vec<Cause> {
@@ -239,6 +239,14 @@ fn waive(st: &AppState, def: &ResourceDef, obj: &Value, mut causes: Vec<Cause>) 
         return causes
             .into_iter()
             .filter(|c| !c.message.contains("for a windows pod") && !super::stop_signal::is_stop_signal_cause(c))
+            .collect();
+    }
+    if (def.group, def.plural) == ("scheduling.k8s.io", "priorityclasses")
+        && faults.applies_to("validation-off", "immutable")
+    {
+        return causes
+            .into_iter()
+            .filter(|c| c.field != "value" && c.field != "preemptionPolicy")
             .collect();
     }
     let config = def.group.is_empty() && matches!(def.plural, "configmaps" | "secrets");
