@@ -57,6 +57,85 @@ pub enum Error {
     Certificate(#[source] rcgen::Error),
 }
 
+/// One agnhost HTTPS server of upstream's webhook cases: its names, ports and program.
+struct ServerSpec {
+    /// What the steps call it.
+    what: &'static str,
+    secret: &'static str,
+    deployment: &'static str,
+    service: &'static str,
+    service_port: i32,
+    container_port: i32,
+    container: &'static str,
+    volume: &'static str,
+    /// The agnhost subcommand.
+    program: &'static str,
+    labels: &'static [(&'static str, &'static str)],
+    /// The Service's selector (one of `labels`).
+    selector: (&'static str, &'static str),
+}
+
+/// webhook.go's admission webhook server.
+const ADMISSION: ServerSpec = ServerSpec {
+    what: "webhook server",
+    secret: SECRET_NAME,
+    deployment: DEPLOYMENT_NAME,
+    service: SERVICE_NAME,
+    service_port: SERVICE_PORT,
+    container_port: CONTAINER_PORT,
+    container: "sample-webhook",
+    volume: "webhook-certs",
+    program: "webhook",
+    labels: &[("app", "sample-webhook"), ("webhook", "true")],
+    selector: ("webhook", "true"),
+};
+
+/// crd_conversion_webhook.go's conversion webhook server (its `secretCRDName`,
+/// `deploymentCRDName`, `serviceCRDName`, ports 9443/9444 and pod labels).
+const CONVERSION: ServerSpec = ServerSpec {
+    what: "CRD conversion webhook",
+    secret: "sample-custom-resource-conversion-webhook-secret",
+    deployment: "sample-crd-conversion-webhook-deployment",
+    service: CONVERSION_SERVICE,
+    service_port: 9443,
+    container_port: 9444,
+    container: "sample-crd-conversion-webhook",
+    volume: "crd-conversion-webhook-certs",
+    program: "crd-conversion-webhook",
+    labels: &[("app", "sample-crd-conversion-webhook"), ("crd-webhook", "true")],
+    selector: ("crd-webhook", "true"),
+};
+
+/// Upstream's `serviceCRDName`.
+pub const CONVERSION_SERVICE: &str = "e2e-test-crd-conversion-webhook";
+
+/// The CRD conversion webhook of one case, ready to be called.
+#[derive(Debug, Clone)]
+pub struct ConversionServer {
+    ns: String,
+    ca: ByteString,
+}
+
+impl ConversionServer {
+    /// How the API server reaches the converter (`/crdconvert` on port 9443), trusting the
+    /// case's CA: the `clientConfig` of a CRD's `spec.conversion.webhook`.
+    pub fn client_config(
+        &self,
+    ) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookClientConfig {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+        ext::WebhookClientConfig {
+            service: Some(ext::ServiceReference {
+                namespace: self.ns.clone(),
+                name: CONVERSION_SERVICE.into(),
+                path: Some("/crdconvert".into()),
+                port: Some(CONVERSION.service_port),
+            }),
+            ca_bundle: Some(self.ca.clone()),
+            url: None,
+        }
+    }
+}
+
 /// A CA certificate and a serving certificate and key it signed, PEM.
 struct Certs {
     ca: String,
@@ -119,64 +198,88 @@ impl Framework {
     /// # Errors
     /// A failure naming the step: certificate, Secret, Deployment, Service or endpoints.
     pub async fn deploy_webhook_server(&self) -> Result<WebhookServer, CaseError> {
-        self.step("setting up the webhook server certificate");
-        let c = certs(&format!("{SERVICE_NAME}.{}.svc", self.ns())).map_err(|e| CaseError::failed(e.to_string()))?;
         self.label_namespace(self.ns()).await?;
-        self.create(&secret(SECRET_NAME, &[("tls.crt", &c.cert), ("tls.key", &c.key)]))
+        let ca = self.deploy_tls_server(&ADMISSION).await?;
+        Ok(WebhookServer {
+            ns: self.ns().to_string(),
+            run_id: self.run().run_id.clone(),
+            ca,
+        })
+    }
+
+    /// Deploys upstream's CRD conversion webhook (crd_conversion_webhook.go
+    /// `deployCustomResourceWebhookAndService`: `agnhost crd-conversion-webhook` behind
+    /// Service `e2e-test-crd-conversion-webhook`, port 9443 to 9444) on the target OS.
+    ///
+    /// # Errors
+    /// A failure naming the step: certificate, Secret, Deployment, Service or endpoints.
+    pub async fn deploy_conversion_webhook_server(&self) -> Result<ConversionServer, CaseError> {
+        let ca = self.deploy_tls_server(&CONVERSION).await?;
+        Ok(ConversionServer {
+            ns: self.ns().to_string(),
+            ca,
+        })
+    }
+
+    /// Deploys one agnhost HTTPS server as `spec` describes and returns its CA (PEM).
+    async fn deploy_tls_server(&self, spec: &ServerSpec) -> Result<ByteString, CaseError> {
+        self.step(format!("setting up the {} certificate", spec.what));
+        let c = certs(&format!("{}.{}.svc", spec.service, self.ns())).map_err(|e| CaseError::failed(e.to_string()))?;
+        self.create(&secret(spec.secret, &[("tls.crt", &c.cert), ("tls.key", &c.key)]))
             .await?;
 
-        self.step("deploying the webhook pod");
+        self.step(format!("deploying the {} pod", spec.what));
         let os = self.target_os();
-        let mount = os.join(os.volume_root(), "webhook-certs");
+        let mount = os.join(os.volume_root(), spec.volume);
+        let port = spec.container_port;
         let probe = Probe {
             http_get: Some(HTTPGetAction {
                 scheme: Some("HTTPS".into()),
-                port: IntOrString::Int(CONTAINER_PORT),
+                port: IntOrString::Int(port),
                 path: Some("/readyz".into()),
                 ..Default::default()
             }),
             period_seconds: Some(1),
             ..Default::default()
         };
-        let server = ContainerBuilder::new("sample-webhook", "agnhost")
+        let server = ContainerBuilder::new(spec.container, "agnhost")
             .args([
-                "webhook".to_string(),
+                spec.program.to_string(),
                 format!("--tls-cert-file={}", os.join(&mount, "tls.crt")),
                 format!("--tls-private-key-file={}", os.join(&mount, "tls.key")),
                 "--alsologtostderr".into(),
                 "-v=4".into(),
-                format!("--port={CONTAINER_PORT}"),
+                format!("--port={port}"),
             ])
-            .port(CONTAINER_PORT, "TCP")
-            .mount("webhook-certs", &mount, true)
+            .port(port, "TCP")
+            .mount(spec.volume, &mount, true)
             .with(move |c| c.readiness_probe = Some(probe.clone()));
-        let pod = self
-            .pod("sample-webhook")
-            .label("app", "sample-webhook")
-            .label("webhook", "true")
-            .volume(secret_volume("webhook-certs", SECRET_NAME, &[]))
+        let mut pod = self.pod(spec.container);
+        for (k, v) in spec.labels {
+            pod = pod.label(k, v);
+        }
+        let pod = pod
+            .volume(secret_volume(spec.volume, spec.secret, &[]))
             .container(server)
             .build(self)?;
-        self.create(&deployment(DEPLOYMENT_NAME, 1, template_of(pod))).await?;
+        self.create(&deployment(spec.deployment, 1, template_of(pod))).await?;
         self.wait_for(
             &self.api::<Deployment>(),
-            DEPLOYMENT_NAME,
+            spec.deployment,
             wc::is_deployment_rolled_out(),
             "to roll out the webhook server",
         )
         .await?;
 
-        self.step("deploying the webhook service");
-        let svc = ServiceBuilder::cluster_ip(SERVICE_NAME)
-            .selector("webhook", "true")
-            .port("https", SERVICE_PORT, CONTAINER_PORT, "TCP");
+        self.step(format!("deploying the {} service", spec.what));
+        let (sk, sv) = spec.selector;
+        let svc =
+            ServiceBuilder::cluster_ip(spec.service)
+                .selector(sk, sv)
+                .port("https", spec.service_port, port, "TCP");
         self.create_service(&svc).await?;
-        self.wait_ready_endpoints(SERVICE_NAME, 1).await?;
-        Ok(WebhookServer {
-            ns: self.ns().to_string(),
-            run_id: self.run().run_id.clone(),
-            ca: ByteString(c.ca.into_bytes()),
-        })
+        self.wait_ready_endpoints(spec.service, 1).await?;
+        Ok(ByteString(c.ca.into_bytes()))
     }
 
     /// Adds the case's webhook scope label to namespace `name` (the case's own, or one the

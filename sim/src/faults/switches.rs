@@ -689,6 +689,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "/version reports what a kube-apiserver built without its version ldflags reports: empty major \
                  and minor, gitVersion v0.0.0-master+$Format:%H$",
     },
+    Switch {
+        name: "conversion-webhook-skipped",
+        arg: Arg::None,
+        breaks: "the API server never calls a CRD's conversion webhook: custom objects change apiVersion between \
+                 versions with their fields unconverted (a `Webhook` strategy served like `None`)",
+    },
 ];
 
 /// The switches that model transient trouble a run must survive (rather than breakage a case

@@ -1,6 +1,6 @@
 //! Adapted `[sig-api-machinery]` cases: admission webhooks (test/e2e/apimachinery/webhook.go),
 //! CustomResourceDefinition resources, defaulting and watches of custom objects
-//! (custom_resource_definition.go, crd_watch.go), their OpenAPI publication (crd_publish_openapi.go), watches (watch.go), discovery and the server
+//! (custom_resource_definition.go, crd_watch.go), conversion webhooks (crd_conversion_webhook.go), their OpenAPI publication (crd_publish_openapi.go), watches (watch.go), discovery and the server
 //! version (discovery.go, server_version.go, aggregated_discovery.go), LIST chunking and Table negotiation (chunking.go,
 //! table_conversion.go), server-side field validation (field_validation.go), ResourceQuota
 //! (resource_quota.go, with the older quota cases in `cases::policy`) and API priority and
@@ -14,6 +14,7 @@ mod aggregated_discovery;
 mod api_surface;
 mod conditions;
 pub(crate) mod crd;
+mod crd_conversion;
 mod crd_defaulting;
 mod crd_publish_openapi;
 mod crd_watch;
@@ -44,6 +45,7 @@ pub fn cases() -> Vec<Case> {
     cases.extend(crd::cases());
     cases.extend(crd_watch::cases());
     cases.extend(crd_defaulting::cases());
+    cases.extend(crd_conversion::cases());
     cases.extend(crd_publish_openapi::cases());
     cases.extend(field_validation::cases());
     cases.extend(aggregated_discovery::cases());

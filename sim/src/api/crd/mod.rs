@@ -13,7 +13,8 @@
 //! (`prune`), defaulting (`defaults`), validation (`schema`), Table printing and OpenAPI
 //! (`serve`) read.
 //!
-//! Modules: `controllers` runs naming, establishing and finalizing; `validate` checks a CRD; `cel` evaluates `x-kubernetes-validations` rules; `schema` validates a custom object against its
+//! Modules: `controllers` runs naming, establishing and finalizing; `conversion` converts
+//! objects between versions (`None` and `Webhook`); `validate` checks a CRD; `cel` evaluates `x-kubernetes-validations` rules; `schema` validates a custom object against its
 //! structural schema; `prune` drops unknown fields; `defaults` applies schema defaults;
 //! `serve` builds discovery rows, OpenAPI documents, Tables and scale paths.
 
@@ -28,6 +29,7 @@ use super::state::AppState;
 
 pub mod cel;
 mod controllers;
+pub mod conversion;
 pub mod defaults;
 pub mod prune;
 pub mod schema;

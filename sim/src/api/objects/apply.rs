@@ -86,7 +86,7 @@ pub async fn apply_patch(
                 other => return other,
             }
         };
-        let current = present(def, old.clone());
+        let current = present(def, crate::api::crd::conversion::to_served(st, def, old.clone())?);
         let merged = ssa::apply(def, sub, Some(&current), &config, &manager, force)?;
         let yaml_warnings = strict_yaml(mode, body)?;
         let (merged, mut warnings) = fieldcheck::check_value(def, merged, mode)?;
@@ -104,7 +104,7 @@ pub async fn apply_patch(
             None => None,
         };
         let precondition = user_rv.unwrap_or_else(|| rv_of(&old));
-        let new = convert::to_storage(def, merged);
+        let new = crate::api::crd::conversion::to_storage(st, def, convert::to_storage(def, merged))?;
         let sub_opt = (!sub.is_empty()).then_some(sub);
         match commit(
             st,
@@ -118,7 +118,10 @@ pub async fn apply_patch(
         )
         .await
         {
-            Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
+            Ok(written) => {
+                let written = crate::api::crd::conversion::to_served(st, def, written)?;
+                return Ok(json_response(200, &present(def, written), &warnings));
+            }
             // Apply conflicts come from `ssa::apply` above; a Conflict here is the store's.
             Err(e) if e.reason == "Conflict" && user_rv.is_none() => {
                 // Someone else wrote between our read and write: apply again to theirs.

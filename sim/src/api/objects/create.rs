@@ -194,9 +194,11 @@ pub async fn insert(
             }
             return Ok(json_response(201, &present(def, candidate), warnings));
         }
+        let candidate = crate::api::crd::conversion::to_storage(st, def, candidate)?;
         match st.store.create(&def.storage_key(), &ns, &name, candidate) {
             Ok(written) => {
                 crate::api::crd::after_write(st, def, &name);
+                let written = crate::api::crd::conversion::to_served(st, def, written)?;
                 return Ok(json_response(201, &present(def, written), warnings));
             }
             Err(StoreError::Exists) if explicit.is_empty() && attempt < 7 => continue,

@@ -21,7 +21,7 @@ use crate::api::table;
 /// GET of one object.
 pub fn get(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap) -> ApiResult<Response> {
     let obj = stored(st, t.def, &scope_ns(t)?, &target_name(t)?)?;
-    let obj = present(t.def, obj);
+    let obj = present(t.def, crate::api::crd::conversion::to_served(st, t.def, obj)?);
     if let Some(opts) = table::wants(headers, q.get("includeObject").map(String::as_str)) {
         return Ok(json_response(200, &table::render(t.def, &[obj], &opts, None), &[]));
     }
@@ -70,11 +70,13 @@ pub fn select(st: &AppState, def: &ResourceDef, ns: Option<&str>, q: &Query) -> 
 fn select_shared(st: &AppState, def: &ResourceDef, ns: Option<&str>, q: &Query) -> ApiResult<(Vec<Arc<Value>>, u64)> {
     let (labels, fields) = selectors(def, q)?;
     let (items, rv) = st.store.list_shared(&def.storage_key(), ns);
-    // Labels read the same stored and served, so they filter before any copy; fields are
-    // matched on the served form (events.k8s.io renames some).
+    // Labels read the same stored and served, so they filter before any copy (and before a
+    // conversion webhook is asked for the rest); fields are matched on the served form
+    // (events.k8s.io renames some).
+    let items: Vec<Arc<Value>> = items.into_iter().filter(|o| labels.matches(o)).collect();
+    let items = crate::api::crd::conversion::shared_to_served(st, def, items)?;
     let items = items
         .into_iter()
-        .filter(|o| labels.matches(o))
         .map(|o| {
             if convert::served_as_stored(def, &o) {
                 o

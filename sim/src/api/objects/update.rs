@@ -279,7 +279,7 @@ pub async fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
         warnings,
     } = fieldcheck::decode(def, body, headers, q)?;
     check_type(def, &mut obj, def.kind, &def.api_version())?;
-    let obj = convert::to_storage(def, obj);
+    let obj = crate::api::crd::conversion::to_storage(st, def, convert::to_storage(def, obj))?;
     let body_name = meta::name(&obj);
     if !body_name.is_empty() && body_name != name {
         return Err(ApiError::bad_request(format!(
@@ -324,7 +324,10 @@ pub async fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
             new = out;
         }
         match commit(st, def, &old, new, sub, precondition, is_dry_run(st, def, q), tracking).await {
-            Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
+            Ok(written) => {
+                let written = crate::api::crd::conversion::to_served(st, def, written)?;
+                return Ok(json_response(200, &present(def, written), &warnings));
+            }
             Err(e) if precondition.is_none() && super::is_stale_write(&e) && tries < 32 => tries += 1,
             Err(e) => return Err(e),
         }
@@ -354,7 +357,7 @@ pub async fn patch_object(
     };
     for _ in 0..5 {
         let old = stored(st, def, &ns, &name)?;
-        let current = present(def, old.clone());
+        let current = present(def, crate::api::crd::conversion::to_served(st, def, old.clone())?);
         let patched = patch::apply(headers, &current, body, def)?;
         let (patched, warnings) = fieldcheck::check_value(def, patched, mode)?;
         if meta::name(&patched) != name {
@@ -371,9 +374,12 @@ pub async fn patch_object(
             Some(rv) if rv != rv_of(&old) => Some(rv),
             _ => Some(rv_of(&old)),
         };
-        let new = convert::to_storage(def, patched);
+        let new = crate::api::crd::conversion::to_storage(st, def, convert::to_storage(def, patched))?;
         match commit(st, def, &old, new, sub, precondition, is_dry_run(st, def, q), tracking).await {
-            Ok(written) => return Ok(json_response(200, &present(def, written), &warnings)),
+            Ok(written) => {
+                let written = crate::api::crd::conversion::to_served(st, def, written)?;
+                return Ok(json_response(200, &present(def, written), &warnings));
+            }
             Err(e) if e.reason == "Conflict" && user_rv.is_none_or(|rv| rv == rv_of(&old)) => {
                 // Someone else wrote between our read and write: reapply, like upstream.
                 continue;

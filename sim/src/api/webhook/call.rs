@@ -346,6 +346,44 @@ pub async fn call(st: &AppState, hook: &Value, review: &Value, mutating: bool) -
     }
 }
 
+/// POSTs a JSON `body` to the webhook at `cc` (a `clientConfig`) within `timeout` and
+/// decodes the 2xx answer: the HTTPS plumbing of admission calls, shared with CRD conversion
+/// webhooks (`crd::conversion`), which check the answer themselves.
+///
+/// # Errors
+/// [`CallError::Post`] for dialling, TLS and the deadline, [`CallError::Status`] for a non-2xx
+/// answer, [`CallError::Invalid`] for a body that is not JSON.
+pub async fn post_json(st: &AppState, cc: &Value, timeout: Duration, body: &Value) -> Result<Value, CallError> {
+    let t = target(st, cc, timeout)?;
+    let bytes = serde_json::to_vec(body).map_err(|e| CallError::Invalid(e.to_string()))?;
+    let (code, answer) = match tokio::time::timeout(timeout, post(&t, cc, bytes)).await {
+        Err(_) => {
+            return Err(CallError::Post {
+                url: t.url.clone(),
+                reason: "context deadline exceeded".into(),
+            });
+        }
+        Ok(Err(reason)) => {
+            return Err(CallError::Post {
+                url: t.url.clone(),
+                reason,
+            });
+        }
+        Ok(Ok(r)) => r,
+    };
+    if !(200..300).contains(&code) {
+        let status = serde_json::from_slice::<Value>(&answer)
+            .ok()
+            .filter(|v| v.get("kind").and_then(Value::as_str) == Some("Status"))
+            .and_then(|v| v.get("message").and_then(Value::as_str).map(String::from));
+        return Err(CallError::Status(
+            status.unwrap_or_else(|| status_error_text(code, &answer)),
+        ));
+    }
+    serde_json::from_slice(&answer)
+        .map_err(|e| CallError::Invalid(format!("couldn't decode the webhook's answer: {e}")))
+}
+
 /// client-go's words for a non-2xx answer that is not a Status (`NewGenericServerResponse`).
 fn status_error_text(code: u16, body: &[u8]) -> String {
     match code {

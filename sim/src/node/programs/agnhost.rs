@@ -132,6 +132,7 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
         "connect" => connect(ctx, rest).await,
         "inclusterclient" => super::inclusterclient::run(ctx, rest).await,
         "webhook" => super::agnhost_webhook::run(ctx, rest).await,
+        "crd-conversion-webhook" => super::agnhost_crd_conversion::run(ctx, rest).await,
         other => {
             ctx.out.err_line(&format!(
                 "Error: unknown command \"{other}\" for \"agnhost\" (the simulator does not emulate agnhost {other})"
