@@ -547,8 +547,8 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "etc-hosts-unmanaged",
         arg: Arg::None,
-        breaks: "the kubelet does not manage Linux containers' /etc/hosts: the pod's own IP, hostname and FQDN \
-                 entry is missing (as when the image's hosts file is left in place)",
+        breaks: "the kubelet does not manage Linux containers' /etc/hosts: the image's hosts file is left in \
+                 place, without the kubelet's header, the pod's own IP, hostname and FQDN entry or host aliases",
     },
     Switch {
         name: "host-aliases-ignored",
@@ -687,6 +687,12 @@ pub const SWITCHES: &[Switch] = &[
         arg: Arg::None,
         breaks: "/version reports what a kube-apiserver built without its version ldflags reports: empty major \
                  and minor, gitVersion v0.0.0-master+$Format:%H$",
+    },
+    Switch {
+        name: "probe-grpc-unsupported",
+        arg: Arg::None,
+        breaks: "the kubelet has no gRPC prober (GRPCContainerProbe off on the node, as a 1.23 kubelet by \
+                 default): every gRPC probe fails with `missing probe handler`, so healthy gRPC servers restart",
     },
 ];
 

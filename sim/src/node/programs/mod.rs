@@ -8,7 +8,9 @@
 //! executable, with a note that the simulator does not emulate it.
 
 pub mod agnhost;
+mod agnhost_grpc;
 mod agnhost_netexec;
+mod agnhost_nettest;
 pub mod agnhost_webhook;
 pub mod image_files;
 pub mod inclusterclient;
