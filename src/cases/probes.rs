@@ -3,12 +3,15 @@
 //!
 //! Liveness failures must be counted as restarts, readiness failures must keep a pod unready
 //! without restarting it, and hooks must run at the right moment. Exec probes and hooks run the
-//! OS's shell; HTTP and TCP probes target agnhost `liveness`, `test-webserver` and `netexec`.
+//! OS's shell; HTTP and TCP probes target agnhost `liveness`, `test-webserver` and `netexec`;
+//! gRPC probes target agnhost `grpc-health-checking` (`grpc.health.v1` on port 5000).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, ExecAction, HTTPGetAction, LifecycleHandler, Pod, Probe, TCPSocketAction};
+use k8s_openapi::api::core::v1::{
+    Container, ExecAction, GRPCAction, HTTPGetAction, LifecycleHandler, Pod, Probe, TCPSocketAction,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::DeleteParams;
 
@@ -34,6 +37,8 @@ pub fn cases() -> Vec<Case> {
         case!(READINESS_INITIAL_DELAY, Kind::Adapted, readiness_initial_delay),
         case!(EXEC_TIMEOUT_RESTARTED, Kind::Adapted, exec_timeout_restarted),
         case!(EXEC_TIMEOUT_NOT_READY, Kind::Adapted, exec_timeout_not_ready),
+        case!(GRPC_NOT_RESTARTED, Kind::Adapted, grpc_not_restarted),
+        case!(GRPC_RESTARTED, Kind::Adapted, grpc_restarted),
         case!(POSTSTART_EXEC, Kind::Adapted, poststart_exec),
         case!(PRESTOP_EXEC, Kind::Adapted, prestop_exec),
         case!(POSTSTART_HTTP, Kind::Adapted, poststart_http),
@@ -515,4 +520,51 @@ async fn exec_timeout_not_ready(f: &Framework) -> CaseResult {
         .pod("busybox-readiness-timeout")
         .container(sleeping_busybox(readiness(timing_out_probe())));
     expect_steady(f, &pod, |p: &Pod| !is_ready(p), "never ready (its probe times out)").await
+}
+
+// --- gRPC liveness ---------------------------------------------------------------------------
+
+/// Upstream container_probe.go `gRPCServerPodSpec`: agnhost `grpc-health-checking`, serving
+/// `grpc.health.v1` on 5000 (SERVING for the empty service name) and its control endpoints on
+/// 8080, with `probe` as its liveness probe.
+fn grpc_server(f: &Framework, probe: Probe) -> crate::framework::PodBuilder {
+    f.pod("test-grpc").container(
+        ContainerBuilder::new("agnhost", "agnhost")
+            .args(["grpc-health-checking"])
+            .port(5000, "TCP")
+            .port(8080, "TCP")
+            .with(liveness(probe)),
+    )
+}
+
+/// A gRPC probe on `port` with upstream's 5 s timeout ("default 1s can be pretty aggressive in
+/// CI environments with low resources").
+fn grpc_probe(port: i32) -> Probe {
+    timed(Probe {
+        grpc: Some(GRPCAction { port, service: None }),
+        timeout_seconds: Some(5),
+        ..Default::default()
+    })
+}
+
+/// Upstream common/node/container_probe.go, gRPC liveness on a serving health endpoint.
+pub(crate) const GRPC_NOT_RESTARTED: &str =
+    "[sig-node] Probing container should *not* be restarted with a GRPC liveness probe [NodeConformance] [Conformance]";
+
+/// Upstream container_probe.go: the kubelet's gRPC health check on port 5000 gets SERVING on
+/// every period, so the container is never restarted.
+async fn grpc_not_restarted(f: &Framework) -> CaseResult {
+    expect_no_restarts(f, &grpc_server(f, grpc_probe(5000))).await
+}
+
+/// Upstream common/node/container_probe.go, gRPC liveness on a port nothing serves.
+pub(crate) const GRPC_RESTARTED: &str =
+    "[sig-node] Probing container should be restarted with a GRPC liveness probe [NodeConformance] [Conformance]";
+
+/// Upstream container_probe.go: a gRPC liveness probe on port 2333, where nothing listens,
+/// fails to connect, so the container is restarted. Upstream delays the first probe by 60 s
+/// (four times the usual 15 s) for slow CI nodes; the usual delay keeps the case inside the
+/// restart wait every other liveness case uses, and the failure path is the same.
+async fn grpc_restarted(f: &Framework) -> CaseResult {
+    expect_restart(f, &grpc_server(f, grpc_probe(2333))).await
 }

@@ -548,8 +548,8 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "etc-hosts-unmanaged",
         arg: Arg::None,
-        breaks: "the kubelet does not manage Linux containers' /etc/hosts: the pod's own IP, hostname and FQDN \
-                 entry is missing (as when the image's hosts file is left in place)",
+        breaks: "the kubelet does not manage Linux containers' /etc/hosts: the image's hosts file is left in \
+                 place, without the kubelet's header, the pod's own IP, hostname and FQDN entry or host aliases",
     },
     Switch {
         name: "host-aliases-ignored",
@@ -694,6 +694,12 @@ pub const SWITCHES: &[Switch] = &[
         arg: Arg::None,
         breaks: "the API server never calls a CRD's conversion webhook: custom objects change apiVersion between \
                  versions with their fields unconverted (a `Webhook` strategy served like `None`)",
+    },
+    Switch {
+        name: "probe-grpc-unsupported",
+        arg: Arg::None,
+        breaks: "the kubelet has no gRPC prober (GRPCContainerProbe off on the node, as a 1.23 kubelet by \
+                 default): every gRPC probe fails with `missing probe handler`, so healthy gRPC servers restart",
     },
 ];
 

@@ -8,6 +8,7 @@
 
 pub mod dns;
 pub mod fs;
+pub mod grpc;
 pub mod http;
 pub mod kubelet;
 pub mod net;

@@ -16,6 +16,7 @@ use crate::framework::{CaseError, Framework};
 mod admission;
 mod containers;
 mod density;
+mod etc_hosts;
 mod host_aliases;
 mod images;
 mod init_containers;
@@ -57,6 +58,7 @@ pub fn cases() -> Vec<Case> {
         rootfs::cases(),
         host_aliases::cases(),
         subpath_expr::cases(),
+        etc_hosts::cases(),
     ]
     .concat()
 }

@@ -610,6 +610,35 @@ fn base_memory(img: &Image) -> u64 {
     if win { base + (20 << 20) } else { base }
 }
 
+/// The kubelet's header of a hosts file it built for a pod (kubelet_pods.go `managedHostsHeader`).
+const MANAGED_HOSTS_HEADER: &str = "# Kubernetes-managed hosts file.\n";
+/// The header of a hostNetwork pod's copy of the node's hosts file
+/// (`managedHostsHeaderWithHostNetwork`).
+const MANAGED_HOSTS_HEADER_HOST_NETWORK: &str = "# Kubernetes-managed hosts file (host network).\n";
+/// The loopback lines every Linux hosts file starts with (the images' own and the kubelet's).
+const IMAGE_HOSTS: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+
+/// The Linux node's own `/etc/hosts` (under its host root, where a hostPath volume of
+/// `/etc/hosts` finds it), written on first use: the loopback lines and the node's address and
+/// name.
+pub(super) fn node_hosts_file(kl: &Kubelet) -> String {
+    let path = super::host_process::host_root(&kl.cfg.root_dir)
+        .join("etc")
+        .join("hosts");
+    if let Ok(s) = std::fs::read_to_string(&path)
+        && !s.is_empty()
+    {
+        return s;
+    }
+    let content = format!("{IMAGE_HOSTS}{}\t{}\n", kl.node_ip(), kl.cfg.name);
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, &content))
+    {
+        warn!(path = %path.display(), error = %e, "writing the node's hosts file failed");
+    }
+    content
+}
+
 /// Writes the files the runtime puts into a container: `/etc/hosts` and `/etc/resolv.conf` on
 /// Linux (the kubelet manages them), the default hosts file on Windows (not managed).
 fn seed_rootfs(kl: &Kubelet, rootfs: &std::path::Path, pod: &Pod, hostname: &str, ip: Ipv4Addr, dns: Option<&PodDns>) {
@@ -624,20 +653,26 @@ fn seed_rootfs(kl: &Kubelet, rootfs: &std::path::Path, pod: &Pod, hostname: &str
     };
     match kl.cfg.os {
         Os::Linux => {
-            let mut hosts = String::from(
-                "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-            );
             let spec = pod.spec.clone().unwrap_or_default();
             let fqdn = match (&spec.subdomain, &pod.metadata.namespace) {
                 (Some(sd), Some(ns)) => format!("{hostname}.{sd}.{ns}.svc.cluster.local\t"),
                 _ => String::new(),
             };
-            // Fault `etc-hosts-unmanaged`: the image's hosts file stays, without the pod's entry.
-            if !kl.net.faults().is_on("etc-hosts-unmanaged") {
-                hosts.push_str(&format!("{ip}\t{fqdn}{hostname}\n"));
-            }
+            // Fault `etc-hosts-unmanaged`: the image's own hosts file stays (no kubelet header,
+            // no pod entry, no aliases).
+            let unmanaged = kl.net.faults().is_on("etc-hosts-unmanaged");
+            // As kubelet_pods.go: a hostNetwork pod gets the node's hosts file under its own
+            // header (`nodeHostsFileContent`), any other pod one built from its IP and names
+            // (`managedHostsFileContent`).
+            let mut hosts = if unmanaged {
+                IMAGE_HOSTS.to_string()
+            } else if spec.host_network == Some(true) {
+                format!("{MANAGED_HOSTS_HEADER_HOST_NETWORK}{}", node_hosts_file(kl))
+            } else {
+                format!("{MANAGED_HOSTS_HEADER}{IMAGE_HOSTS}{ip}\t{fqdn}{hostname}\n")
+            };
             // Fault `host-aliases-ignored`: a kubelet that leaves spec.hostAliases out.
-            let aliases = if kl.net.faults().is_on("host-aliases-ignored") {
+            let aliases = if unmanaged || kl.net.faults().is_on("host-aliases-ignored") {
                 &[][..]
             } else {
                 spec.host_aliases.as_deref().unwrap_or_default()

@@ -354,6 +354,10 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
     // Volumes.
     let pod_dir = kl.cfg.root_dir.join("pods").join(&rt.uid);
     let host_root = kl.cfg.root_dir.join("host");
+    if kl.cfg.os == Os::Linux {
+        // The node's hosts file exists before any hostPath volume can name it.
+        super::container::node_hosts_file(kl);
+    }
     let mut n = 0;
     loop {
         let fields = pod_fields(kl, &rt.pod(), ip);

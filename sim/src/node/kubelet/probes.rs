@@ -1,4 +1,4 @@
-//! Startup, liveness and readiness probes: running one probe (exec, httpGet, tcpSocket) and
+//! Startup, liveness and readiness probes: running one probe (exec, httpGet, tcpSocket, grpc) and
 //! the probe loop that gates readiness and restarts a container on liveness failure.
 //! Separate because probes run beside a container for its whole life.
 
@@ -11,11 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::node::net::Source;
 use crate::node::programs::{self, Ctx, Output};
-use crate::node::{error_chain, http};
+use crate::node::{error_chain, grpc, http};
 
 use super::hooks::resolve_port;
 use super::termination::stop_with_grace;
-use super::{Kubelet, PodRt, sleep_or, with_ctr};
+use super::{KUBELET_VERSION, Kubelet, PodRt, sleep_or, with_ctr};
 
 /// Runs one probe; the error is the probe's failure output.
 async fn probe_once(kl: &Kubelet, ctx: &Ctx, p: &Probe, c: &Container) -> Result<(), String> {
@@ -115,7 +115,96 @@ async fn probe_once(kl: &Kubelet, ctx: &Ctx, p: &Probe, c: &Container) -> Result
             Err(_) => Err(format!("dial tcp {addr}: i/o timeout")),
         };
     }
-    Err("grpc probes are not emulated by the simulator".into())
+    if let Some(g) = &p.grpc {
+        if kl.net.faults().is_on("probe-grpc-unsupported") {
+            // A kubelet without the gRPC prober finds no handler it knows (prober.go
+            // `missing probe handler`), which counts as a failure.
+            return Err(format!(
+                "missing probe handler for {}/{}:{}",
+                ctx.pod.namespace, ctx.pod.name, c.name
+            ));
+        }
+        let addr = SocketAddr::new(IpAddr::V4(ctx.pod.ip), u16::try_from(g.port).unwrap_or(0));
+        return grpc_probe(kl, &src, addr, g.service.as_deref().unwrap_or(""), timeout).await;
+    }
+    Err("missing probe handler".into())
+}
+
+/// A gRPC health probe as upstream `pkg/probe/grpc`: a blocking plaintext dial bounded by the
+/// probe timeout (a refused dial is retried until then), one `Health/Check` for `service`, and
+/// success only for SERVING. The error is the prober's output.
+async fn grpc_probe(
+    kl: &Kubelet,
+    src: &Source,
+    addr: SocketAddr,
+    service: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let connect_timeout = || {
+        format!(
+            "timeout: failed to connect service \"{addr}\" within {}s: context deadline exceeded",
+            timeout.as_secs()
+        )
+    };
+    let stream = loop {
+        match tokio::time::timeout_at(deadline, kl.net.dialer().tcp(src, addr)).await {
+            Ok(Ok(s)) => break s,
+            // grpc.WithBlock keeps redialling with backoff until the context ends.
+            Ok(Err(_)) => {
+                if tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(500)))
+                    .await
+                    .is_err()
+                {
+                    return Err(connect_timeout());
+                }
+            }
+            Err(_) => return Err(connect_timeout()),
+        }
+    };
+    // The prober's user agent is `kube-probe/<major>.<minor>` of the kubelet.
+    let user_agent = KUBELET_VERSION
+        .trim_start_matches('v')
+        .rsplit_once('.')
+        .map_or_else(|| "kube-probe".to_string(), |(mm, _)| format!("kube-probe/{mm}"));
+    match tokio::time::timeout_at(deadline, grpc::check(stream, addr, service, &user_agent)).await {
+        Err(_) => Err(format!(
+            "timeout: health rpc did not complete within {}s",
+            timeout.as_secs()
+        )),
+        Ok(Ok(grpc::SERVING)) => Ok(()),
+        Ok(Ok(s)) => Err(format!(
+            "service unhealthy (responded with \"{}\")",
+            grpc::status_name(s)
+        )),
+        Ok(Err(grpc::CheckError::Status(grpc::code::UNIMPLEMENTED, msg))) => Err(format!(
+            "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): {msg}"
+        )),
+        Ok(Err(grpc::CheckError::Status(code, msg))) => Err(format!(
+            "error: health rpc probe failed: rpc error: code = {} desc = {msg}",
+            grpc_code_name(code)
+        )),
+        Ok(Err(grpc::CheckError::Connect(e) | grpc::CheckError::Transport(e))) => Err(format!(
+            "error: health rpc probe failed: rpc error: code = Unavailable desc = {e}"
+        )),
+    }
+}
+
+/// grpc-go's name of a status code.
+fn grpc_code_name(code: u32) -> &'static str {
+    match code {
+        1 => "Canceled",
+        2 => "Unknown",
+        3 => "InvalidArgument",
+        4 => "DeadlineExceeded",
+        5 => "NotFound",
+        7 => "PermissionDenied",
+        12 => "Unimplemented",
+        13 => "Internal",
+        14 => "Unavailable",
+        16 => "Unauthenticated",
+        _ => "Unknown",
+    }
 }
 
 /// Runs the probes of container `c` (an init container, a sidecar, when `init`; index `idx`)

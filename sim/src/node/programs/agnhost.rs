@@ -126,6 +126,8 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
             0
         }
         "liveness" => liveness(ctx).await,
+        "grpc-health-checking" => super::agnhost_grpc::run(ctx, rest).await,
+        "nettest" => super::agnhost_nettest::run(ctx, rest).await,
         "logs-generator" => logs_generator(ctx, rest).await,
         "test-webserver" => test_webserver(ctx, rest).await,
         "porter" => porter(ctx).await,

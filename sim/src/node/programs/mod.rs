@@ -9,7 +9,9 @@
 
 pub mod agnhost;
 pub mod agnhost_crd_conversion;
+mod agnhost_grpc;
 mod agnhost_netexec;
+mod agnhost_nettest;
 pub mod agnhost_webhook;
 pub mod image_files;
 pub mod inclusterclient;

@@ -430,6 +430,8 @@ impl Interp {
         let mut spider = false;
         let mut quiet = false;
         let mut url = None;
+        // `--post-data=STRING`: busybox wget POSTs it form-encoded instead of a GET.
+        let mut post: Option<String> = None;
         let mut i = 0;
         while i < args.len() {
             match args[i].as_str() {
@@ -448,6 +450,11 @@ impl Interp {
                 }
                 "--spider" => spider = true,
                 a if a.starts_with("--timeout=") => timeout = parse_secs(&a[10..]).unwrap_or(timeout),
+                a if a.starts_with("--post-data=") => post = Some(a["--post-data=".len()..].to_string()),
+                "--post-data" => {
+                    post = args.get(i + 1).cloned();
+                    i += 1;
+                }
                 a if a.starts_with('-') => {}
                 a => url = Some(a.to_string()),
             }
@@ -460,7 +467,21 @@ impl Interp {
         if !quiet {
             self.err(io, &format!("Connecting to {}", url.trim_start_matches("http://")));
         }
-        match self.http_get(&url, timeout, &[]).await {
+        let answer = match post {
+            None => self.http_get(&url, timeout, &[]).await,
+            Some(_) if url.starts_with("https://") => {
+                Err((1, format!("Protocol \"https\" not supported by the simulator ({url})")))
+            }
+            Some(data) => {
+                let form = [(
+                    "Content-Type".to_string(),
+                    "application/x-www-form-urlencoded".to_string(),
+                )];
+                self.http_request(&url, "POST", Some(data.into()), &form, timeout, &Tls::Verify(None))
+                    .await
+            }
+        };
+        match answer {
             Ok(r) if r.status >= 400 => {
                 self.err(io, &format!("wget: server returned error: HTTP/1.1 {}", r.status));
                 1
