@@ -688,6 +688,13 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "/version reports what a kube-apiserver built without its version ldflags reports: empty major \
                  and minor, gitVersion v0.0.0-master+$Format:%H$",
     },
+    Switch {
+        name: "graceful-shutdown-off",
+        arg: Arg::None,
+        breaks: "the kubelets' node shutdown manager never runs (a preshutdown handler that failed to register, \
+                 or its gate off): a host shutdown or restart kills the pods with the machine, without their \
+                 grace periods, the Terminated status or the DisruptionTarget condition",
+    },
 ];
 
 /// The switches that model transient trouble a run must survive (rather than breakage a case
