@@ -341,6 +341,7 @@ impl SimCluster {
             ncfg.profile = profile.clone();
             if os == crossconf_model::os::Os::Windows {
                 ncfg.windows_build = Some(cfg.windows_build.clone());
+                ncfg.shutdown.gate = cfg.gates.enabled(crate::gates::WINDOWS_GRACEFUL_NODE_SHUTDOWN);
                 if let Some((key, value, effect)) = &cfg.windows_taint {
                     ncfg.taints.push(k8s_openapi::api::core::v1::Taint {
                         key: key.clone(),

@@ -43,15 +43,29 @@ pub struct Gate {
 /// `ContainerStopSignals` (KEP-4960, alpha in 1.33).
 pub const CONTAINER_STOP_SIGNALS: &str = "ContainerStopSignals";
 
+/// `WindowsGracefulNodeShutdown` (KEP-4802, a kubelet gate, alpha in 1.32 and 1.33).
+pub const WINDOWS_GRACEFUL_NODE_SHUTDOWN: &str = "WindowsGracefulNodeShutdown";
+
 /// Every gate the simulator models.
-pub const GATES: &[Gate] = &[Gate {
-    name: CONTAINER_STOP_SIGNALS,
-    stage: "ALPHA",
-    default: false,
-    effect: "the API server keeps a container's lifecycle.stopSignal and validates it against the \
-             pod's spec.os.name (Windows: SIGTERM and SIGKILL only); off, it drops the field on write \
-             as upstream's dropDisabledFields does",
-}];
+pub const GATES: &[Gate] = &[
+    Gate {
+        name: CONTAINER_STOP_SIGNALS,
+        stage: "ALPHA",
+        default: false,
+        effect: "the API server keeps a container's lifecycle.stopSignal and validates it against the \
+                 pod's spec.os.name (Windows: SIGTERM and SIGKILL only); off, it drops the field on write \
+                 as upstream's dropDisabledFields does",
+    },
+    Gate {
+        name: WINDOWS_GRACEFUL_NODE_SHUTDOWN,
+        stage: "ALPHA",
+        default: false,
+        effect: "the Windows kubelets run their node shutdown manager (shutdownGracePeriod 10s, \
+                 shutdownGracePeriodCriticalPods 5s): a host shutdown first kills the pods by priority \
+                 group, marking them Failed (reason Terminated) with a DisruptionTarget condition; off, \
+                 the machine goes down with its pods running",
+    },
+];
 
 /// The gates of one cluster: every modelled gate at its default unless set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,6 +122,9 @@ mod tests {
     #[test]
     fn alpha_gates_are_off_until_turned_on() {
         assert!(!FeatureGates::default().enabled(CONTAINER_STOP_SIGNALS));
+        assert!(!FeatureGates::default().enabled(WINDOWS_GRACEFUL_NODE_SHUTDOWN));
+        let both = FeatureGates::parse("ContainerStopSignals=true,WindowsGracefulNodeShutdown=true").unwrap();
+        assert!(both.enabled(WINDOWS_GRACEFUL_NODE_SHUTDOWN));
         let on = FeatureGates::parse("ContainerStopSignals=true").unwrap();
         assert!(on.enabled(CONTAINER_STOP_SIGNALS));
         let off = FeatureGates::parse("ContainerStopSignals=false").unwrap();

@@ -20,11 +20,13 @@ pub mod hyperv;
 pub mod kubelet_metrics;
 pub mod network;
 pub mod node;
+pub mod node_shutdown;
 pub mod pods;
 pub mod policy;
 pub mod preemption;
 pub mod probes;
 pub mod proxy;
+pub mod reboot_host;
 pub mod scheduling;
 pub mod security;
 pub mod service;
@@ -77,6 +79,8 @@ pub fn all() -> Vec<Case> {
     cases.extend(apimachinery::cases());
     cases.extend(apiops::cases());
     cases.extend(cli::cases());
+    cases.extend(node_shutdown::cases());
+    cases.extend(reboot_host::cases());
     cases
 }
 

@@ -701,6 +701,13 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet has no gRPC prober (GRPCContainerProbe off on the node, as a 1.23 kubelet by \
                  default): every gRPC probe fails with `missing probe handler`, so healthy gRPC servers restart",
     },
+    Switch {
+        name: "graceful-shutdown-off",
+        arg: Arg::None,
+        breaks: "the kubelets' node shutdown manager never runs (a preshutdown handler that failed to register, \
+                 or its gate off): a host shutdown or restart kills the pods with the machine, without their \
+                 grace periods, the Terminated status or the DisruptionTarget condition",
+    },
 ];
 
 /// The switches that model transient trouble a run must survive (rather than breakage a case

@@ -181,9 +181,26 @@ async fn configz(State(kl): State<Arc<Kubelet>>) -> axum::Json<serde_json::Value
             "enforceNodeAllocatable": ["pods"],
             "clusterDNS": [kl.cfg.block.dns_service().to_string()],
             "clusterDomain": crate::node::dns::CLUSTER_DOMAIN,
+            "shutdownGracePeriod": go_secs(kl.cfg.shutdown.grace),
+            "shutdownGracePeriodCriticalPods": go_secs(kl.cfg.shutdown.critical),
+            "featureGates": feature_gates(&kl),
             "containerRuntimeEndpoint": if kl.cfg.os == crossconf_model::os::Os::Windows { "npipe:////./pipe/containerd-containerd" } else { "unix:///run/containerd/containerd.sock" },
         }
     }))
+}
+
+/// A duration as the kubelet's configz prints a `metav1.Duration` ("10s", "0s").
+fn go_secs(d: std::time::Duration) -> String {
+    format!("{}s", d.as_secs())
+}
+
+/// The kubelet's `featureGates` as configured: the gates set on this node's kubelet.
+fn feature_gates(kl: &Kubelet) -> serde_json::Value {
+    let mut gates = serde_json::Map::new();
+    if kl.cfg.shutdown.gate {
+        gates.insert(crate::gates::WINDOWS_GRACEFUL_NODE_SHUTDOWN.into(), true.into());
+    }
+    gates.into()
 }
 
 async fn pods(State(kl): State<Arc<Kubelet>>) -> axum::Json<serde_json::Value> {

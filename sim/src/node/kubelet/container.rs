@@ -447,6 +447,7 @@ pub(super) async fn start_container(
         user,
         cwd,
         domain,
+        host: hpc.then(|| kl.power.clone()),
     };
     let started_at = jiff::Timestamp::now();
     // `stdin: true` gives the process an input that stays open (attach writes to it) until the

@@ -55,6 +55,7 @@ pub(crate) mod metrics;
 mod node_health;
 mod node_status;
 mod pod_worker;
+pub(crate) mod power;
 mod probes;
 mod restart;
 mod status;
@@ -170,6 +171,9 @@ pub struct NodeConfig {
     pub capacity: Capacity,
     /// Reserved resources and eviction threshold.
     pub reserved: Reserved,
+    /// Graceful node shutdown (`shutdownGracePeriod`, `shutdownGracePeriodCriticalPods` and
+    /// the OS's shutdown manager gate).
+    pub shutdown: power::ShutdownConfig,
 }
 
 impl NodeConfig {
@@ -186,6 +190,17 @@ impl NodeConfig {
             root_dir,
             capacity: Capacity::default(),
             reserved: Reserved::default(),
+            // The Windows kubelets are configured for graceful node shutdown (their manager
+            // runs only with its gate on); the Linux ones are not.
+            shutdown: if os == Os::Windows {
+                power::ShutdownConfig {
+                    grace: Duration::from_secs(10),
+                    critical: Duration::from_secs(5),
+                    gate: false,
+                }
+            } else {
+                power::ShutdownConfig::default()
+            },
         }
     }
 
@@ -391,7 +406,8 @@ pub(crate) struct Kubelet {
     pub cfg: NodeConfig,
     pub client: Client,
     pub net: SimNet,
-    pub boot_id: String,
+    /// The machine's power: boot ID, scheduled shutdowns, reboots.
+    pub power: Arc<power::Power>,
     pub pods: Mutex<HashMap<String, Arc<PodRt>>>,
     /// Which pod addresses are taken, and where the last allocation stopped.
     ip_pool: Mutex<(Vec<bool>, usize)>,
@@ -435,7 +451,7 @@ pub async fn start_node(
     .applied_objects()
     .boxed();
     let kl = Arc::new(Kubelet {
-        boot_id: uuid::Uuid::new_v4().to_string(),
+        power: Arc::new(power::Power::default()),
         pods: Mutex::new(HashMap::new()),
         ip_pool: Mutex::new((vec![false; 253], 0)),
         images: Mutex::new(HashMap::new()),
@@ -469,6 +485,7 @@ pub async fn start_node(
     tokio::spawn(heartbeat(kl.clone()));
     tokio::spawn(lease_loop(kl.clone()));
     tokio::spawn(pod_watch(kl.clone()));
+    tokio::spawn(power::power_loop(kl.clone()));
     tokio::spawn(crate::node::stats::sampler(kl.clone()));
     info!(node = %kl.cfg.name, ip = %kl.cfg.block.node(kl.cfg.index), "kubelet started");
     Ok(NodeHandle {

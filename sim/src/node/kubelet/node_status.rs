@@ -61,7 +61,16 @@ impl Kubelet {
         let now = Time(jiff::Timestamp::now());
         let since =
             Time(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(self.started.elapsed().as_secs() as i64));
-        let ready = self.health.ready_condition(Instant::now());
+        let mut ready = self.health.ready_condition(Instant::now());
+        // The shutdown manager's health check fails while it shuts the node down.
+        if let Some(since) = self.power.shutting_down_since() {
+            ready = super::node_health::ReadyCondition {
+                status: "False",
+                reason: "KubeletNotReady",
+                message: super::power::NOT_READY_MESSAGE.into(),
+                since,
+            };
+        }
         let cond = |t: &str, s: &str, reason: &str, msg: &str| NodeCondition {
             type_: t.into(),
             status: s.into(),
@@ -172,7 +181,7 @@ impl Kubelet {
                 boot_id: if self.net.faults().is_on("boot-id-missing") {
                     String::new()
                 } else {
-                    self.boot_id.clone()
+                    self.power.boot_id()
                 },
                 container_runtime_version: RUNTIME_VERSION.into(),
                 kernel_version: kernel,
@@ -228,10 +237,17 @@ impl Kubelet {
 pub(super) async fn heartbeat(kl: Arc<Kubelet>) {
     let api: Api<Node> = Api::all(kl.client.clone());
     let mut posted = Instant::now();
+    // The power state last posted: a shutdown beginning or a new boot is posted at once.
+    let power_state = || (kl.power.shutting_down_since().is_some(), kl.power.boot_id());
+    let mut power_posted = power_state();
     loop {
         tokio::select! {
             _ = kl.cancel.cancelled() => return,
             _ = tokio::time::sleep(HEALTH_TICK) => {}
+        }
+        // A machine that is down (rebooting) has no kubelet to post anything.
+        if kl.power.is_down() {
+            continue;
         }
         let change = kl.health.evaluate(kl.net.faults(), &kl.cfg.name, Instant::now());
         match change {
@@ -257,12 +273,13 @@ pub(super) async fn heartbeat(kl: Arc<Kubelet>) {
                 );
             }
             Change::None => {
-                if posted.elapsed() < kl.cfg.profile.node_status() {
+                if posted.elapsed() < kl.cfg.profile.node_status() && power_state() == power_posted {
                     continue;
                 }
             }
         }
         posted = Instant::now();
+        power_posted = power_state();
         let patch = serde_json::json!({ "status": kl.node_status() });
         if let Err(e) = api
             .patch_status(&kl.cfg.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -306,6 +323,11 @@ pub(super) async fn lease_loop(kl: Arc<Kubelet>) {
         // A lost node renews nothing.
         if kl.health.is_lost() {
             return;
+        }
+        // Nor does a machine that is down (rebooting).
+        tokio::select! {
+            () = kl.cancel.cancelled() => return,
+            () = kl.power.wait_up() => {}
         }
         let r = match api.get_opt(&kl.cfg.name).await {
             Ok(Some(_)) => {

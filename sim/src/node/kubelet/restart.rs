@@ -33,6 +33,11 @@ pub(super) async fn supervise(
     let mut backoff_n = 0u32;
     let mut pull_n = 0u32;
     loop {
+        // A machine that is down (rebooting) starts nothing until it is up.
+        tokio::select! {
+            () = kl.power.wait_up() => {}
+            () = rt.halted.cancelled() => return false,
+        }
         if rt.halted.is_cancelled() {
             return false;
         }

@@ -154,7 +154,12 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
         .collect();
     // The status is written with a merge patch, which replaces the whole list: the conditions
     // others own go back as the API holds them (upstream's status manager keeps them too).
-    conditions.extend(foreign_conditions(&pod));
+    // A condition the kubelet itself set (the shutdown manager's DisruptionTarget) is its own.
+    conditions.extend(
+        foreign_conditions(&pod)
+            .into_iter()
+            .filter(|c| !st.conditions.contains_key(c.type_.as_str())),
+    );
     let mut status = serde_json::json!({
         "phase": phase,
         "conditions": conditions,
@@ -284,7 +289,7 @@ pub(super) async fn status_writer(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
         // A lost node posts nothing more.
-        if kl.health.is_lost() {
+        if kl.health.is_lost() || kl.power.is_down() {
             continue;
         }
         let status = build_status(&kl, &rt);

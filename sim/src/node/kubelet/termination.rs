@@ -123,11 +123,17 @@ async fn wait_exited(rt: &PodRt, which: &[(bool, usize)], until: Instant) {
 
 /// Graceful termination: preStop hooks, the stop signal, and a kill at the grace deadline.
 pub(super) async fn terminate(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
+    terminate_within(kl, rt, None).await;
+}
+
+/// [`terminate`] with `grace` instead of the pod's own grace period when given (the node
+/// shutdown manager's per-group period).
+pub(super) async fn terminate_within(kl: &Arc<Kubelet>, rt: &Arc<PodRt>, grace: Option<Duration>) {
     let pod = rt.pod();
     let grace = if rt.gone.is_cancelled() || kl.cancel.is_cancelled() {
         Duration::ZERO
     } else {
-        grace_of(&pod)
+        grace.unwrap_or_else(|| grace_of(&pod))
     };
     let deadline = Instant::now() + grace;
     let spec = pod.spec.clone().unwrap_or_default();

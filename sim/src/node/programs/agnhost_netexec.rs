@@ -13,6 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::agnhost::{flags, port_flag};
 use super::servers::{listen, serve_http, serve_tls, serve_udp, tls_from_pem};
@@ -36,9 +37,25 @@ pub(super) async fn netexec(ctx: Ctx, args: Vec<String>) -> i32 {
             return 1;
         }
     };
+    // `--delay-shutdown N`: on SIGTERM upstream netexec keeps serving for N seconds, then exits
+    // 0; without it, SIGTERM ends it at once.
+    let delay = match f.get("delay-shutdown").map(|v| v.parse::<u64>()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            ctx.out.err_line("Error: invalid argument for --delay-shutdown");
+            return 1;
+        }
+    };
     let (exit_tx, mut exit_rx) = mpsc::channel::<i32>(1);
     let ip = ctx.pod.ip;
-    let stop = ctx.cancel.child_token();
+    let stop = if delay > 0 {
+        CancellationToken::new()
+    } else {
+        ctx.cancel.child_token()
+    };
+    // A kill drops this future: the servers stop with it.
+    let _servers = stop.clone().drop_guard();
     let mut udp_ready = false;
     if udp_port != -1 {
         let Ok(port) = u16::try_from(udp_port) else {
@@ -154,8 +171,14 @@ pub(super) async fn netexec(ctx: Ctx, args: Vec<String>) -> i32 {
         }
     }
     ctx.out.line(&format!("Started HTTP server on port {hport}"));
+    let delayed = async {
+        ctx.cancel.cancelled().await;
+        ctx.out.line(&format!("Sleeping {delay} seconds before terminating..."));
+        tokio::time::sleep(Duration::from_secs(delay)).await;
+    };
     let code = tokio::select! {
-        c = until_stopped(&ctx) => c,
+        c = until_stopped(&ctx), if delay == 0 => c,
+        () = delayed, if delay > 0 => 0,
         Some(c) = exit_rx.recv() => c,
     };
     stop.cancel();

@@ -186,6 +186,9 @@ pub struct Ctx {
     /// The Active Directory domain the container's GMSA credential spec joined it to
     /// (Windows; see [`crate::node::kubelet::gmsa`]).
     pub domain: Option<Arc<crate::node::kubelet::gmsa::DomainJoin>>,
+    /// The machine's power, for a process running on the host with its privileges (a Windows
+    /// HostProcess container): `shutdown.exe` schedules through it.
+    pub host: Option<Arc<crate::node::kubelet::power::Power>>,
 }
 
 impl Ctx {
@@ -241,7 +244,7 @@ pub const BUSYBOX_APPLETS: &[&str] = &[
 /// Windows system programs the simulator emulates (besides cmd built-ins).
 pub const WINDOWS_PROGRAMS: &[&str] = &[
     "ping", "ipconfig", "nslookup", "curl", "hostname", "whoami", "timeout", "findstr", "where", "tasklist", "net",
-    "nltest",
+    "nltest", "shutdown",
 ];
 
 /// The lower-case base name of `argv0` without a Windows `.exe` suffix.
@@ -409,6 +412,7 @@ pub(crate) mod testutil {
             user: "ContainerUser".into(),
             cwd: "/".into(),
             domain: None,
+            host: None,
         };
         (ctx, buf, dir)
     }

@@ -34,6 +34,7 @@ mod interp;
 mod netutils;
 mod powershell;
 mod sh_parse;
+mod shutdown;
 
 pub use sh_parse::SyntaxError;
 

@@ -481,7 +481,7 @@ async fn ps_command(it: &mut Interp, stage: &str, io: &Io) -> i32 {
             }
         }
         "hostname" | "ipconfig" | "nslookup" | "ping" | "whoami" | "curl.exe" | "cmd" | "timeout" | "net"
-        | "nltest" => {
+        | "nltest" | "shutdown" | "shutdown.exe" => {
             let argv: Vec<String> = words.clone();
             it.dialect = Dialect::Cmd;
             let c = it.command(argv, None, io).await;
