@@ -171,18 +171,20 @@ async fn conversion_webhook_converts_reads_writes_and_mixed_lists() {
     assert_eq!(got.data["port"], "8080");
     assert!(got.data.get("hostPort").is_none(), "{:?}", got.data);
 
-    // The converter refuses a hostPort without exactly one colon: the write fails with its words.
-    let err = v1
-        .create(&pp, &instance("v1", "bad", json!({"hostPort": "a:b:c"})))
+    // The converter refuses a hostPort without exactly one colon. Written at the storage version
+    // (v1) the object needs no conversion and is stored; read at v2 it must be converted, and the
+    // read fails with the converter's words.
+    v1.create(&pp, &instance("v1", "bad", json!({"hostPort": "a:b:c"})))
         .await
-        .unwrap_err()
-        .to_string();
+        .unwrap();
+    let err = v2.get("bad").await.unwrap_err().to_string();
     assert!(
         err.contains(
             "conversion webhook for stable.example.com/v1, Kind=Endpoint failed: invalid hostPort value `a:b:c`"
         ),
         "{err}"
     );
+    v1.delete("bad", &Default::default()).await.unwrap();
 
     // Storage moves to v2; a v1 write is stored at v2, and both lists convert what differs.
     let crds: Api<DynamicObject> = Api::all_with(
