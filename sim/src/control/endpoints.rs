@@ -49,7 +49,9 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     // Every Service seen, whatever its type: upstream's controller deletes the Endpoints named
     // after a Service when that Service is deleted (syncService finds it gone), whether or not
     // it wrote them. Remembered before any write, since a write whose answer was lost may
-    // still have landed.
+    // still have landed. Gap: this loop is level-based, so a Service created and deleted
+    // between two passes is never seen and user-made Endpoints of it stay (upstream's delete
+    // event would reach them).
     let mut known: HashSet<(String, String)> = HashSet::new();
     loop {
         for svc in services.list() {

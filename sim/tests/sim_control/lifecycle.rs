@@ -168,8 +168,17 @@ async fn deleting_a_service_deletes_its_endpoints() {
     )
     .await
     .unwrap();
-    until(&eps, ListParams::default(), "both Endpoints", |e| e.len() == 2).await;
-    for name in ["picky", "manual"] {
+    // A third Service with a selector, created last: once its Endpoints appear, the controller
+    // has made a pass that saw "manual" (it works from its informers, level-based; upstream's
+    // delete event would reach it even without such a pass — a gap noted in endpoints.rs).
+    svcs.create(
+        &PostParams::default(),
+        &obj(json!({"metadata": {"name": "marker"}, "spec": {"selector": {"app": "none"}, "ports": [{"port": 80}]}})),
+    )
+    .await
+    .unwrap();
+    until(&eps, ListParams::default(), "all three Endpoints", |e| e.len() == 3).await;
+    for name in ["picky", "manual", "marker"] {
         svcs.delete(name, &DeleteParams::default()).await.unwrap();
     }
     until(&eps, ListParams::default(), "no Endpoints left", |e| e.is_empty()).await;
