@@ -386,19 +386,15 @@ async fn session_affinity(f: &Framework) -> CaseResult {
     let (svc, eps) = service_with_backends(f, affinity, os, &nodes, 2).await?;
     let ip = services::cluster_ip(&svc)?;
     let client = netexec_ready(f, "client", os, None).await?;
+    // Upstream's checkAffinity polls until the service answers at all: kube-proxy may still
+    // be catching up with the new endpoints. Affinity is then checked on a settled path.
+    let port = port_u16(SERVICE_HTTP_PORT);
+    f.dial_until_answered(&client.name, Protocol::Http, &ip, port, &names(&eps))
+        .await?;
     let mut seen = BTreeSet::new();
     let mut answered = 0;
     for _ in 0..3 {
-        let r = f
-            .dial(
-                &client.name,
-                Protocol::Http,
-                &ip,
-                port_u16(SERVICE_HTTP_PORT),
-                "hostname",
-                10,
-            )
-            .await?;
+        let r = f.dial(&client.name, Protocol::Http, &ip, port, "hostname", 10).await?;
         answered += r.responses.len();
         seen.extend(r.distinct());
     }

@@ -32,6 +32,14 @@ const DIAL_RESERVE: std::time::Duration = std::time::Duration::from_secs(20);
 /// The logical image name of agnhost in the catalogue.
 pub const AGNHOST: &str = "agnhost";
 
+/// Where a `/dial` goes: from which pod, by which protocol, to which address.
+struct Target<'a> {
+    from: &'a str,
+    protocol: Protocol,
+    host: &'a str,
+    port: u16,
+}
+
 /// The protocol `/dial` uses to reach its target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -173,6 +181,64 @@ impl Framework {
                 protocol.as_str()
             )));
         }
+        let target = Target {
+            from,
+            protocol,
+            host,
+            port,
+        };
+        let (seen, last_error) = self
+            .dial_until(&target, max_tries, |seen| seen == expected || !seen.is_subset(expected))
+            .await;
+        if &seen == expected {
+            return Ok(seen);
+        }
+        Err(CaseError::failed(format!(
+            "dial {} {host}:{port} from pod {from}: expected answers {expected:?}, got {seen:?} (last error: {last_error})",
+            protocol.as_str()
+        )))
+    }
+
+    /// Dials until one of `backends` answers, like the polling in front of upstream's
+    /// `checkAffinity`: a data path still settling (kube-proxy catching up with new endpoints
+    /// after an API outage) is given [`MAX_DIAL_TRIES`] paced tries before the check proper.
+    /// Returns the backend that answered.
+    ///
+    /// # Errors
+    /// When no backend answered, or one outside `backends` did.
+    pub async fn dial_until_answered(
+        &self,
+        from: &str,
+        protocol: Protocol,
+        host: &str,
+        port: u16,
+        backends: &BTreeSet<String>,
+    ) -> Result<String, CaseError> {
+        let target = Target {
+            from,
+            protocol,
+            host,
+            port,
+        };
+        let (seen, last_error) = self.dial_until(&target, MAX_DIAL_TRIES, |seen| !seen.is_empty()).await;
+        match seen.iter().next() {
+            Some(first) if seen.is_subset(backends) => Ok(first.clone()),
+            _ => Err(CaseError::failed(format!(
+                "dial {} {host}:{port} from pod {from}: expected an answer from one of {backends:?}, got {seen:?} (last error: {last_error})",
+                protocol.as_str()
+            ))),
+        }
+    }
+
+    /// The retry loop behind [`Self::dial_expect`] and [`Self::dial_until_answered`]: one
+    /// `/dial` try at a time until `done` holds for the answers so far or `max_tries` were made; returns
+    /// the answers seen and the last error.
+    async fn dial_until(
+        &self,
+        t: &Target<'_>,
+        max_tries: u32,
+        done: impl Fn(&BTreeSet<String>) -> bool,
+    ) -> (BTreeSet<String>, String) {
         let mut seen = BTreeSet::new();
         let mut errors = Vec::new();
         // After a failed try, wait before the next, as upstream's hitEndpointRetryDelay does: a
@@ -186,13 +252,13 @@ impl Framework {
         let settle_until = tokio::time::Instant::now() + DIAL_SETTLE;
         for _ in 0..max_tries.max(1) {
             // A try can take seconds on a broken cluster (a DNS that never answers); stop early
-            // enough that the failure below, not the case timeout, is what gets reported.
+            // enough that the caller's failure, not the case timeout, is what gets reported.
             if !errors.is_empty() && self.remaining() < DIAL_RESERVE {
                 break;
             }
             // Like upstream, a failed request counts as a try, not a hard failure: a name the
             // DNS does not serve yet is answered 400 until it does.
-            let answer = match self.dial(from, protocol, host, port, "hostname", 1).await {
+            let answer = match self.dial(t.from, t.protocol, t.host, t.port, "hostname", 1).await {
                 Ok(a) => a,
                 Err(e) => {
                     errors.push(e.to_string());
@@ -205,21 +271,14 @@ impl Framework {
             let failed = !answer.errors.is_empty();
             seen.extend(answer.distinct());
             errors.extend(answer.errors);
-            if &seen == expected {
-                return Ok(seen);
-            }
-            if !seen.is_subset(expected) {
+            if done(&seen) {
                 break;
             }
             if failed && tokio::time::Instant::now() < settle_until {
                 pace.tick().await;
             }
         }
-        let last_error = errors.last().cloned().unwrap_or_else(|| "none".into());
-        Err(CaseError::failed(format!(
-            "dial {} {host}:{port} from pod {from}: expected answers {expected:?}, got {seen:?} (last error: {last_error})",
-            protocol.as_str()
-        )))
+        (seen, errors.last().cloned().unwrap_or_else(|| "none".into()))
     }
 
     /// Asks netexec pod `pod` for `/hostname` through the API server's pod proxy.
