@@ -21,6 +21,7 @@ mod host_aliases;
 mod images;
 mod init_containers;
 mod lifecycle;
+mod prestop;
 pub(crate) mod resources;
 mod rootfs;
 mod runtimeclass;
@@ -59,6 +60,7 @@ pub fn cases() -> Vec<Case> {
         host_aliases::cases(),
         subpath_expr::cases(),
         etc_hosts::cases(),
+        prestop::cases(),
     ]
     .concat()
 }
