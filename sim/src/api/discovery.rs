@@ -38,7 +38,7 @@ fn go_arch() -> &'static str {
 fn sub_info(def: &ResourceDef, sub: &str) -> (Vec<&'static str>, (&'static str, &'static str, &'static str)) {
     let own = (def.group, def.version, def.kind);
     match sub {
-        "status" | "approval" => (vec!["get", "patch", "update"], own),
+        "status" | "approval" | "ephemeralcontainers" => (vec!["get", "patch", "update"], own),
         "scale" => (vec!["get", "patch", "update"], ("autoscaling", "v1", "Scale")),
         "binding" => (vec!["create"], ("", "v1", "Binding")),
         "eviction" => (vec!["create"], ("policy", "v1", "Eviction")),

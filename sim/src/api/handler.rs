@@ -339,12 +339,14 @@ async fn resource(
                 return Err(ApiError::no_route(&format!("{}/{name}/{sub}", def.plural)));
             }
             match (sub, m.as_str()) {
-                ("status" | "approval", "GET") => objects::get(st, t, q, headers),
-                ("status" | "approval", "PUT") => objects::update(st, t, q, headers, body).await,
-                ("status" | "approval", "PATCH") if is_apply(headers) => {
+                ("status" | "approval" | "ephemeralcontainers", "GET") => objects::get(st, t, q, headers),
+                ("status" | "approval" | "ephemeralcontainers", "PUT") => {
+                    objects::update(st, t, q, headers, body).await
+                }
+                ("status" | "approval" | "ephemeralcontainers", "PATCH") if is_apply(headers) => {
                     objects::apply_patch(st, t, q, headers, body).await
                 }
-                ("status" | "approval", "PATCH") => {
+                ("status" | "approval" | "ephemeralcontainers", "PATCH") => {
                     refuse_strategic_for_custom(def, headers)?;
                     objects::patch_object(st, t, q, headers, body).await
                 }

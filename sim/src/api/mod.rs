@@ -45,6 +45,7 @@ pub mod table;
 pub mod tls;
 pub mod transient;
 pub mod validate;
+pub mod validate_ephemeral;
 pub mod validate_kinds;
 pub mod validate_windows;
 pub mod vap;

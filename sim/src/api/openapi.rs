@@ -225,7 +225,7 @@ pub fn document_in(defs: &[&'static ResourceDef], group: &str, version: &str) ->
             for sub in d
                 .subresources
                 .iter()
-                .filter(|s| matches!(**s, "status" | "scale" | "approval"))
+                .filter(|s| matches!(**s, "status" | "scale" | "approval" | "ephemeralcontainers"))
             {
                 let mut s = Map::new();
                 s.insert(

@@ -106,7 +106,7 @@ impl ResourceDef {
         (self.has_sub("status")
             && !matches!(
                 self.plural,
-                "pods" | "namespaces" | "nodes" | "services" | "certificatesigningrequests" | "volumeattachments"
+                "namespaces" | "nodes" | "services" | "certificatesigningrequests" | "volumeattachments"
             ))
             || matches!(self.plural, "networkpolicies" | "ingressclasses")
     }
@@ -154,7 +154,7 @@ const NONE: &[&str] = &[];
 pub static RESOURCES: &[ResourceDef] = &[
     def("", "v1", "Namespace", "namespaces", "namespace", &["ns"], NONE, false, RW, &["status", "finalize"]),
     def("", "v1", "Pod", "pods", "pod",
-        &["po"], ALL, true, RW, &["status", "binding", "log", "exec", "attach", "portforward", "proxy", "eviction"]),
+        &["po"], ALL, true, RW, &["status", "binding", "log", "exec", "attach", "portforward", "proxy", "eviction", "ephemeralcontainers"]),
     def("", "v1", "Service", "services", "service", &["svc"], ALL, true, RW, &["status", "proxy"]),
     def("", "v1", "Endpoints", "endpoints", "endpoints", &["ep"], NONE, true, RW, NONE),
     def("", "v1", "ConfigMap", "configmaps", "configmap", &["cm"], NONE, true, RW, NONE),

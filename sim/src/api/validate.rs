@@ -131,6 +131,9 @@ pub fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Caus
         ("", "pods") => {
             if let Some(spec) = obj.get("spec") {
                 pod_spec(spec, "spec", &mut out);
+                if old.is_none() {
+                    super::validate_ephemeral::on_create(spec, &mut out);
+                }
             } else {
                 out.push(Cause::required("spec.containers"));
             }

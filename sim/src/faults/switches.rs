@@ -197,6 +197,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet never runs postStart/preStop lifecycle hooks",
     },
     Switch {
+        name: "ephemeral-containers-ignored",
+        arg: Arg::None,
+        breaks: "kubelets never start ephemeral containers (a kubelet from before 1.23, when the EphemeralContainers \
+                 gate was off by default): the API takes them, the pod never reports them running",
+    },
+    Switch {
         name: "hook-scheme-ignored",
         arg: Arg::None,
         breaks: "the kubelet sends httpGet lifecycle hooks as plain HTTP whatever their scheme (a kubelet from \

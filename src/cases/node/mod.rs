@@ -16,6 +16,7 @@ use crate::framework::{CaseError, Framework};
 mod admission;
 mod containers;
 mod density;
+mod ephemeral;
 mod etc_hosts;
 mod host_aliases;
 mod images;
@@ -61,6 +62,7 @@ pub fn cases() -> Vec<Case> {
         subpath_expr::cases(),
         etc_hosts::cases(),
         prestop::cases(),
+        ephemeral::cases(),
     ]
     .concat()
 }

@@ -120,6 +120,26 @@ fn merge_system_fields(def: &ResourceDef, old: &Value, mut new: Value, sub: Opti
             };
             out
         }
+        Some("ephemeralcontainers") => {
+            // upstream's podEphemeralContainersStrategy: every change but to
+            // spec.ephemeralContainers (and the labels and annotations, as for /status) is
+            // dropped.
+            let mut out = old.clone();
+            match new.pointer("/spec/ephemeralContainers") {
+                Some(list) => out["spec"]["ephemeralContainers"] = list.clone(),
+                None => {
+                    if let Some(spec) = out.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.remove("ephemeralContainers");
+                    }
+                }
+            }
+            keep_sent_labels(&new, &mut out);
+            match new.pointer("/metadata/managedFields") {
+                Some(mf) => meta::meta_mut(&mut out).insert("managedFields".into(), mf.clone()),
+                None => meta::meta_mut(&mut out).remove("managedFields"),
+            };
+            out
+        }
         Some("approval") => {
             // upstream's csr approvalStrategy: only the conditions change, the issued
             // certificate and everything else stay as stored.
@@ -220,10 +240,20 @@ pub async fn commit(
     }
     if sub.is_none() {
         crate::api::defaults::apply(def, &mut new);
+    } else if sub == Some("ephemeralcontainers")
+        && let Some(spec) = new.get_mut("spec")
+    {
+        crate::api::defaults::pod_spec(spec);
     }
     webhook::mutate(st, &attrs, Some(&mut new)).await?;
     if sub.is_none() {
         admission::on_update(st, def, old, &mut new)?;
+    }
+    if sub == Some("ephemeralcontainers") {
+        let causes = crate::api::validate_ephemeral::update(old, &new);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(def.group, def.kind, &name, causes));
+        }
     }
     webhook::validate(st, &attrs, Some(&new)).await?;
     if (def.group, def.plural) == ("certificates.k8s.io", "certificatesigningrequests") {

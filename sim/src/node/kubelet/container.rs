@@ -26,7 +26,7 @@ use super::probes::spawn_probes;
 use super::restart::StartFailure;
 use super::subpath::expand_sub_paths;
 use super::volumes::pod_fields;
-use super::{Kubelet, PodRt, gmsa, host_process, metrics, sleep_or, with_ctr};
+use super::{Kubelet, PodRt, Role, gmsa, host_process, metrics, sleep_or, with_ctr};
 
 /// Known Windows container users (the built-in accounts of Windows container images).
 const WINDOWS_USERS: &[&str] = &[
@@ -74,13 +74,13 @@ pub(super) async fn start_container(
     kl: &Arc<Kubelet>,
     rt: &Arc<PodRt>,
     c: &Container,
-    init: bool,
+    role: Role,
     idx: usize,
 ) -> Result<i32, StartFailure> {
     let pod = rt.pod();
-    let field = Some((c.name.as_str(), init));
-    let img = pull(kl, rt, c, init).await?;
-    with_ctr(rt, init, idx, |ct| ct.image_id = Some(img.image_id()));
+    let field = Some((c.name.as_str(), role));
+    let img = pull(kl, rt, c, role).await?;
+    with_ctr(rt, role, idx, |ct| ct.image_id = Some(img.image_id()));
     let fail_create = |reason: &'static str, msg: String| {
         kl.pod_event(rt, field, "Warning", "Failed", &format!("Error: {msg}"));
         Err(StartFailure::Waiting { reason, message: msg })
@@ -354,7 +354,7 @@ pub(super) async fn start_container(
     }
     let logs = Arc::new(LogBuffer::default());
     let usage = Arc::new(Usage::default());
-    with_ctr(rt, init, idx, |ct| {
+    with_ctr(rt, role, idx, |ct| {
         ct.container_id = Some(format!("containerd://{cid}"));
         if ct.restart_count > 0 || ct.last.is_some() {
             ct.prev_logs = Some(ct.logs.clone());
@@ -376,7 +376,7 @@ pub(super) async fn start_container(
         &format!("Created container: {}", c.name),
     );
     // Created: the kubelet counts the start now and a failure to start as an error.
-    let kind = metrics::container_type(init);
+    let kind = metrics::container_type(role);
     kl.metrics.started(kind, hpc);
     let start_error = |msg: String| {
         kl.metrics.start_failed(kind, "Unknown", hpc);
@@ -462,7 +462,7 @@ pub(super) async fn start_container(
     // The process runs (exec and termination can reach it), but as in the kubelet the container
     // is reported Running only once its postStart hook has returned (the pod worker is blocked
     // in the hook until then).
-    with_ctr(rt, init, idx, |ct| {
+    with_ctr(rt, role, idx, |ct| {
         ct.exec = Some(ctx.clone());
         ct.stdin = stdin_writer.take();
         ct.run_stop = Some(stop.clone());
@@ -488,8 +488,8 @@ pub(super) async fn start_container(
     let probes_ignored = kl.net.faults().is_on("probes-ignored");
     // A restartable init container (a sidecar) is probed and reports readiness as an app
     // container does; a regular init container has neither.
-    let probed = !init || c.restart_policy.as_deref() == Some("Always");
-    with_ctr(rt, init, idx, |ct| {
+    let probed = role == Role::App || c.restart_policy.as_deref() == Some("Always");
+    with_ctr(rt, role, idx, |ct| {
         ct.state = CState::Running { started_at };
         ct.started = c.startup_probe.is_none() || probes_ignored;
         ct.ready = probed && (probes_ignored || (c.readiness_probe.is_none() && c.startup_probe.is_none()));
@@ -500,7 +500,7 @@ pub(super) async fn start_container(
         spawn_probes(
             kl.clone(),
             rt.clone(),
-            (c.clone(), init, idx),
+            (c.clone(), role, idx),
             ctx.clone(),
             probes.clone(),
             stop.clone(),
@@ -528,7 +528,7 @@ pub(super) async fn start_container(
     } else {
         code
     };
-    with_ctr(rt, init, idx, |ct| {
+    with_ctr(rt, role, idx, |ct| {
         ct.state = CState::Terminated {
             exit_code: code,
             reason: if code == 0 { "Completed".into() } else { "Error".into() },

@@ -8,7 +8,7 @@ use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use tracing::debug;
 
-use super::{Kubelet, PodRt};
+use super::{Kubelet, PodRt, Role};
 
 /// client-go's `maxTriesPerEvent`.
 const MAX_TRIES_PER_EVENT: u32 = 12;
@@ -123,7 +123,7 @@ impl Kubelet {
     pub(super) fn pod_event(
         &self,
         rt: &PodRt,
-        container: Option<(&str, bool)>,
+        container: Option<(&str, Role)>,
         type_: &str,
         reason: &str,
         message: &str,
@@ -134,8 +134,7 @@ impl Kubelet {
             namespace: Some(rt.namespace.clone()),
             uid: Some(rt.uid.clone()),
             api_version: Some("v1".into()),
-            field_path: container
-                .map(|(c, init)| format!("spec.{}{{{c}}}", if init { "initContainers" } else { "containers" })),
+            field_path: container.map(|(c, role)| format!("spec.{}{{{c}}}", role.spec_field())),
             ..Default::default()
         };
         self.emit(&rt.namespace, obj, type_, reason, message);

@@ -50,6 +50,7 @@ impl Kubelet {
                 .main
                 .iter()
                 .chain(st.init.iter())
+                .chain(st.ephemeral.iter())
                 .find(|c| c.name == container || container.is_empty());
             c.and_then(|c| c.exec.clone())
         }
@@ -93,6 +94,7 @@ impl Kubelet {
             .main
             .iter()
             .chain(st.init.iter())
+            .chain(st.ephemeral.iter())
             .find(|c| c.name == container || container.is_empty())
             .filter(|c| c.exec.is_some())
             .ok_or_else(|| ExecError::ContainerNotRunning {
@@ -111,10 +113,12 @@ impl Kubelet {
     /// attach that had it lets go, and later attaches get no stdin.
     pub(crate) fn close_stdin_once(&self, ns: &str, pod: &str, container: &str) {
         if let Some(rt) = self.find_pod(ns, pod) {
-            let mut st = rt.state.lock().expect("state lock");
+            let mut guard = rt.state.lock().expect("state lock");
+            let st = &mut *guard;
             if let Some(c) = st
                 .main
                 .iter_mut()
+                .chain(st.ephemeral.iter_mut())
                 .find(|c| c.name == container || container.is_empty())
                 .filter(|c| c.stdin_once)
             {
@@ -154,7 +158,11 @@ impl Kubelet {
         let c = if container.is_empty() {
             st.main.first()
         } else {
-            st.main.iter().chain(st.init.iter()).find(|c| c.name == container)
+            st.main
+                .iter()
+                .chain(st.init.iter())
+                .chain(st.ephemeral.iter())
+                .find(|c| c.name == container)
         }?;
         if previous {
             c.prev_logs.clone()

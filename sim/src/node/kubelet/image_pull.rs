@@ -13,7 +13,7 @@ use tracing::debug;
 use crate::node::registry::{self, Image};
 
 use super::restart::StartFailure;
-use super::{Kubelet, PodRt, sleep_or};
+use super::{Kubelet, PodRt, Role, sleep_or};
 
 /// Registry hosts the pod has pull credentials for (from its imagePullSecrets).
 async fn credential_hosts(kl: &Kubelet, pod: &Pod) -> Vec<String> {
@@ -87,7 +87,7 @@ fn registry_unavailable(r: &registry::ImageRef) -> String {
     )
 }
 
-pub(super) async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, init: bool) -> Result<Arc<Image>, StartFailure> {
+pub(super) async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, role: Role) -> Result<Arc<Image>, StartFailure> {
     let image = c.image.clone().unwrap_or_default();
     let r = registry::ImageRef::parse(&image);
     let default_policy = if r.tag == "latest" && r.digest.is_none() {
@@ -106,7 +106,7 @@ pub(super) async fn pull(kl: &Kubelet, rt: &PodRt, c: &Container, init: bool) ->
     } else {
         kl.images.lock().expect("images lock").get(&key).cloned()
     };
-    let field = Some((c.name.as_str(), init));
+    let field = Some((c.name.as_str(), role));
     match (policy.as_str(), cached) {
         ("Never", None) => {
             let msg = format!("Container image \"{image}\" is not present with pull policy of Never");

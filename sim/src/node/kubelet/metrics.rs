@@ -9,9 +9,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
+use super::Role;
+
 /// The `container_type` label of a container.
-pub fn container_type(init: bool) -> &'static str {
-    if init { "init_container" } else { "container" }
+pub fn container_type(role: Role) -> &'static str {
+    match role {
+        Role::Init => "init_container",
+        Role::App => "container",
+        Role::Ephemeral => "ephemeral_container",
+    }
 }
 
 /// Counters by `(container_type)` and `(container_type, code)`.

@@ -45,6 +45,7 @@ use crossconf_model::os::Os;
 
 mod admission;
 mod container;
+mod ephemeral;
 mod events;
 mod exec;
 pub(crate) mod gmsa;
@@ -291,7 +292,7 @@ impl Ctr {
     /// A container not started yet. Its first Waiting reason is the kubelet's default
     /// (`convertToAPIContainerStatuses`): `PodInitializing` in a pod with init containers (for
     /// the init and the app containers alike), `ContainerCreating` otherwise.
-    fn new(c: &Container, pod_has_init: bool) -> Self {
+    pub(super) fn new(c: &Container, pod_has_init: bool) -> Self {
         let res = c.resources.clone().unwrap_or_default();
         let lim = |k: &str| {
             res.limits
@@ -345,11 +346,24 @@ pub(crate) struct PodState {
     pub sandbox_ready: bool,
     pub init: Vec<Ctr>,
     pub main: Vec<Ctr>,
+    /// Ephemeral containers, in the order they were added to the spec.
+    pub ephemeral: Vec<Ctr>,
     pub init_done: bool,
     pub failed: Option<(String, String)>,
     pub conditions: BTreeMap<&'static str, CondState>,
     pub dns: Option<Result<PodDns, String>>,
     pub volumes: Option<PodVolumes>,
+}
+
+impl PodState {
+    /// The container at `idx` of the list `role` names.
+    pub fn ctr(&self, role: Role, idx: usize) -> &Ctr {
+        match role {
+            Role::Init => &self.init[idx],
+            Role::App => &self.main[idx],
+            Role::Ephemeral => &self.ephemeral[idx],
+        }
+    }
 }
 
 /// One pod on this node.
@@ -539,10 +553,36 @@ async fn sleep_or(d: Duration, tok: &CancellationToken) -> bool {
     }
 }
 
-fn with_ctr<R>(rt: &PodRt, init: bool, idx: usize, f: impl FnOnce(&mut Ctr) -> R) -> R {
+fn with_ctr<R>(rt: &PodRt, role: Role, idx: usize, f: impl FnOnce(&mut Ctr) -> R) -> R {
     let mut st = rt.state.lock().expect("state lock");
-    let c = if init { &mut st.init[idx] } else { &mut st.main[idx] };
+    let c = match role {
+        Role::Init => &mut st.init[idx],
+        Role::App => &mut st.main[idx],
+        Role::Ephemeral => &mut st.ephemeral[idx],
+    };
     f(c)
+}
+
+/// Which of the pod spec's three container lists a container comes from: the kubelet starts,
+/// restarts, probes and reports each differently (ephemeral containers, added through the
+/// `ephemeralcontainers` subresource to a running pod, are never restarted or probed and do
+/// not count toward the pod's phase or readiness).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Init,
+    App,
+    Ephemeral,
+}
+
+impl Role {
+    /// The pod spec field holding the container (an event's `fieldPath`).
+    pub fn spec_field(self) -> &'static str {
+        match self {
+            Role::Init => "initContainers",
+            Role::App => "containers",
+            Role::Ephemeral => "ephemeralContainers",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use super::restart::supervise;
 use super::status::status_writer;
 use super::termination::terminate;
 use super::volumes::{pod_fields, volume_resync};
-use super::{Ctr, Kubelet, PodRt, PodState, sleep_or};
+use super::{Ctr, Kubelet, PodRt, PodState, Role, sleep_or};
 
 pub(super) async fn pod_watch(kl: Arc<Kubelet>) {
     let api: Api<Pod> = Api::all(kl.client.clone());
@@ -77,12 +77,15 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
     // A kubelet with the `termination-stuck` fault never acts on a pod's deletion: its
     // containers keep running and the pod stays Terminating (a hung kubelet or runtime).
     let deleting = deleting && !kl.net.faults().is_on("termination-stuck");
-    if let Some(rt) = pods.get(&uid) {
+    if let Some(rt) = pods.get(&uid).cloned() {
+        drop(pods);
         rt.observe(p);
         if deleting && !rt.deleting.is_cancelled() {
             debug!(node = %kl.cfg.name, pod = %rt.name, %uid, "pod deletion seen: terminating");
             rt.deleting.cancel();
         }
+        // An update may have added ephemeral containers.
+        super::ephemeral::start_new(kl, &rt);
         return;
     }
     // Admission: a pod the node refuses never gets a worker.
@@ -375,6 +378,8 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
             Ok(v) => {
                 rt.state.lock().expect("state lock").volumes = Some(v);
                 tokio::spawn(volume_resync(kl.clone(), rt.clone(), pod_dir.clone(), ip));
+                // Ephemeral containers added before the volumes were ready start now.
+                super::ephemeral::start_new(kl, rt);
                 break;
             }
             Err(e) => {
@@ -401,7 +406,14 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
         }
         let sidecar = c.restart_policy.as_deref() == Some("Always");
         if sidecar {
-            tokio::spawn(supervise(kl.clone(), rt.clone(), c.clone(), true, i, "Always".into()));
+            tokio::spawn(supervise(
+                kl.clone(),
+                rt.clone(),
+                c.clone(),
+                Role::Init,
+                i,
+                "Always".into(),
+            ));
             // As the kubelet (KEP-753), the next container starts only once the sidecar has
             // started: running, its postStart hook returned and its startup probe passed.
             if !wait_started(rt, i).await {
@@ -413,7 +425,7 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
             kl.clone(),
             rt.clone(),
             c.clone(),
-            true,
+            Role::Init,
             i,
             if policy == "Never" {
                 "Never".into()
@@ -432,7 +444,16 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
     let handles: Vec<_> = mains
         .iter()
         .enumerate()
-        .map(|(i, c)| tokio::spawn(supervise(kl.clone(), rt.clone(), c.clone(), false, i, policy.clone())))
+        .map(|(i, c)| {
+            tokio::spawn(supervise(
+                kl.clone(),
+                rt.clone(),
+                c.clone(),
+                Role::App,
+                i,
+                policy.clone(),
+            ))
+        })
         .collect();
     for h in handles {
         let _ = h.await;

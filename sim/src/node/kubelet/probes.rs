@@ -15,7 +15,7 @@ use crate::node::{error_chain, grpc, http};
 
 use super::hooks::resolve_port;
 use super::termination::stop_with_grace;
-use super::{KUBELET_VERSION, Kubelet, PodRt, sleep_or, with_ctr};
+use super::{KUBELET_VERSION, Kubelet, PodRt, Role, sleep_or, with_ctr};
 
 /// Runs one probe; the error is the probe's failure output.
 async fn probe_once(kl: &Kubelet, ctx: &Ctx, p: &Probe, c: &Container) -> Result<(), String> {
@@ -212,7 +212,7 @@ fn grpc_code_name(code: u32) -> &'static str {
 pub(super) fn spawn_probes(
     kl: Arc<Kubelet>,
     rt: Arc<PodRt>,
-    (c, init, idx): (Container, bool, usize),
+    (c, role, idx): (Container, Role, usize),
     ctx: Ctx,
     done: CancellationToken,
     stop: CancellationToken,
@@ -221,7 +221,7 @@ pub(super) fn spawn_probes(
         let started_at = Instant::now();
         let period = |p: &Probe| Duration::from_secs(p.period_seconds.unwrap_or(10).max(1) as u64);
         let delay = |p: &Probe| Duration::from_secs(p.initial_delay_seconds.unwrap_or(0).max(0) as u64);
-        let field = Some((c.name.as_str(), init));
+        let field = Some((c.name.as_str(), role));
         // Startup probe gates the others.
         if let Some(sp) = &c.startup_probe {
             if !sleep_or(delay(sp), &done).await {
@@ -249,7 +249,7 @@ pub(super) fn spawn_probes(
                                 "Killing",
                                 &format!("Container {} failed startup probe, will be restarted", c.name),
                             );
-                            stop_with_grace(&kl, &rt, (init, idx), &stop).await;
+                            stop_with_grace(&kl, &rt, (role, idx), &stop).await;
                             return;
                         }
                     }
@@ -258,10 +258,10 @@ pub(super) fn spawn_probes(
                     return;
                 }
             }
-            with_ctr(&rt, init, idx, |ct| ct.started = true);
+            with_ctr(&rt, role, idx, |ct| ct.started = true);
             rt.touch();
         }
-        with_ctr(&rt, init, idx, |ct| {
+        with_ctr(&rt, role, idx, |ct| {
             ct.started = true;
             if c.readiness_probe.is_none() {
                 ct.ready = true;
@@ -291,7 +291,7 @@ pub(super) fn spawn_probes(
                         r_fail = 0;
                         r_ok += 1;
                         if r_ok >= p.success_threshold.unwrap_or(1).max(1) {
-                            let changed = with_ctr(&rt, init, idx, |ct| !std::mem::replace(&mut ct.ready, true));
+                            let changed = with_ctr(&rt, role, idx, |ct| !std::mem::replace(&mut ct.ready, true));
                             if changed {
                                 rt.touch();
                             }
@@ -308,7 +308,7 @@ pub(super) fn spawn_probes(
                             &format!("Readiness probe failed: {out}"),
                         );
                         if r_fail >= p.failure_threshold.unwrap_or(3).max(1) {
-                            let changed = with_ctr(&rt, init, idx, |ct| std::mem::replace(&mut ct.ready, false));
+                            let changed = with_ctr(&rt, role, idx, |ct| std::mem::replace(&mut ct.ready, false));
                             if changed {
                                 rt.touch();
                             }
@@ -342,7 +342,7 @@ pub(super) fn spawn_probes(
                                 "Killing",
                                 &format!("Container {} failed liveness probe, will be restarted", c.name),
                             );
-                            stop_with_grace(&kl, &rt, (init, idx), &stop).await;
+                            stop_with_grace(&kl, &rt, (role, idx), &stop).await;
                             return;
                         }
                     }

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Container;
 use crate::node::runtime::CState;
 
 use super::container::start_container;
-use super::{Kubelet, PodRt, sleep_or, with_ctr};
+use super::{Kubelet, PodRt, Role, sleep_or, with_ctr};
 
 /// Why a container could not be started this time.
 pub(super) enum StartFailure {
@@ -26,7 +26,7 @@ pub(super) async fn supervise(
     kl: Arc<Kubelet>,
     rt: Arc<PodRt>,
     c: Container,
-    init: bool,
+    role: Role,
     idx: usize,
     policy: String,
 ) -> bool {
@@ -41,11 +41,11 @@ pub(super) async fn supervise(
         if rt.halted.is_cancelled() {
             return false;
         }
-        let run = match start_container(&kl, &rt, &c, init, idx).await {
+        let run = match start_container(&kl, &rt, &c, role, idx).await {
             Ok(run) => run,
             Err(StartFailure::Waiting { reason, message }) => {
                 let is_pull = reason == "ErrImagePull" || reason == "ErrImageNeverPull";
-                with_ctr(&rt, init, idx, |ct| {
+                with_ctr(&rt, role, idx, |ct| {
                     ct.state = CState::waiting(reason, Some(message.clone()))
                 });
                 rt.touch();
@@ -59,19 +59,19 @@ pub(super) async fn supervise(
                     let image = c.image.clone().unwrap_or_default();
                     kl.pod_event(
                         &rt,
-                        Some((&c.name, init)),
+                        Some((&c.name, role)),
                         "Normal",
                         "BackOff",
                         &format!("Back-off pulling image \"{image}\""),
                     );
                     kl.pod_event(
                         &rt,
-                        Some((&c.name, init)),
+                        Some((&c.name, role)),
                         "Warning",
                         "Failed",
                         "Error: ImagePullBackOff",
                     );
-                    with_ctr(&rt, init, idx, |ct| {
+                    with_ctr(&rt, role, idx, |ct| {
                         ct.state = CState::waiting(
                             "ImagePullBackOff",
                             Some(format!("Back-off pulling image \"{image}\": ErrImagePull: {message}")),
@@ -88,7 +88,7 @@ pub(super) async fn supervise(
             Err(StartFailure::StartError(msg)) => {
                 let cid = format!("containerd://{:064x}", rand::random::<u128>());
                 let now = jiff::Timestamp::now();
-                with_ctr(&rt, init, idx, |ct| {
+                with_ctr(&rt, role, idx, |ct| {
                     ct.container_id = Some(cid.clone());
                     ct.state = CState::Terminated {
                         exit_code: 128,
@@ -101,7 +101,7 @@ pub(super) async fn supervise(
                 });
                 kl.pod_event(
                     &rt,
-                    Some((&c.name, init)),
+                    Some((&c.name, role)),
                     "Warning",
                     "Failed",
                     &format!("Error: {msg}"),
@@ -113,7 +113,7 @@ pub(super) async fn supervise(
         let code = if run == 128
             && with_ctr(
                 &rt,
-                init,
+                role,
                 idx,
                 |ct| matches!(&ct.state, CState::Terminated { reason, .. } if reason == "StartError"),
             ) {
@@ -130,7 +130,7 @@ pub(super) async fn supervise(
             _ => false,
         };
         if !restart {
-            if code != 0 && init {
+            if code != 0 && role == Role::Init {
                 let mut st = rt.state.lock().expect("state lock");
                 st.failed = Some((
                     "Failed".into(),
@@ -145,7 +145,7 @@ pub(super) async fn supervise(
         // (10 s, 20 s, ... scaled by the profile).
         backoff_n += 1;
         if backoff_n == 1 {
-            with_ctr(&rt, init, idx, |ct| {
+            with_ctr(&rt, role, idx, |ct| {
                 ct.last = Some(ct.state.clone());
                 ct.state = CState::waiting("ContainerCreating", None);
                 ct.ready = false;
@@ -162,7 +162,7 @@ pub(super) async fn supervise(
             c.name,
             rt.label()
         );
-        with_ctr(&rt, init, idx, |ct| {
+        with_ctr(&rt, role, idx, |ct| {
             ct.last = Some(ct.state.clone());
             ct.state = CState::waiting("CrashLoopBackOff", Some(msg));
             ct.ready = false;
@@ -170,7 +170,7 @@ pub(super) async fn supervise(
         });
         kl.pod_event(
             &rt,
-            Some((&c.name, init)),
+            Some((&c.name, role)),
             "Warning",
             "BackOff",
             &format!("Back-off restarting failed container {} in pod {}", c.name, rt.label()),
@@ -179,7 +179,7 @@ pub(super) async fn supervise(
         if !sleep_or(wait, &rt.halted).await {
             return false;
         }
-        with_ctr(&rt, init, idx, |ct| ct.restart_count += 1);
+        with_ctr(&rt, role, idx, |ct| ct.restart_count += 1);
     }
 }
 

@@ -36,6 +36,9 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
     };
     let init_statuses: Vec<ContainerStatus> = st.init.iter().map(cs).collect();
     let statuses: Vec<ContainerStatus> = st.main.iter().map(cs).collect();
+    // Ephemeral containers are reported in their own list and count toward neither the phase
+    // nor readiness (upstream `generateAPIPodStatus`).
+    let ephemeral_statuses: Vec<ContainerStatus> = st.ephemeral.iter().map(cs).collect();
     let terminal = |c: &Ctr| match &c.state {
         CState::Terminated { exit_code, .. } => match policy.as_str() {
             "Always" => false,
@@ -175,6 +178,9 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
     }
     if !init_statuses.is_empty() {
         status["initContainerStatuses"] = serde_json::to_value(&init_statuses).unwrap_or_default();
+    }
+    if !ephemeral_statuses.is_empty() {
+        status["ephemeralContainerStatuses"] = serde_json::to_value(&ephemeral_statuses).unwrap_or_default();
     }
     if let Some(ip) = st.ip {
         status["podIP"] = ip.to_string().into();

@@ -11,7 +11,7 @@ use crate::node::programs::Ctx;
 use crate::node::runtime::CState;
 
 use super::hooks::run_handler;
-use super::{Kubelet, PodRt, with_ctr};
+use super::{Kubelet, PodRt, Role, with_ctr};
 
 fn grace_of(pod: &Pod) -> Duration {
     let secs = pod
@@ -24,9 +24,9 @@ fn grace_of(pod: &Pod) -> Duration {
 }
 
 /// Sends the stop signal to container `(init, idx)`, then kills it after the pod's grace period.
-pub(super) async fn stop_with_grace(_kl: &Kubelet, rt: &PodRt, (init, idx): (bool, usize), stop: &CancellationToken) {
+pub(super) async fn stop_with_grace(_kl: &Kubelet, rt: &PodRt, (role, idx): (Role, usize), stop: &CancellationToken) {
     stop.cancel();
-    let kill = with_ctr(rt, init, idx, |ct| ct.run_kill.clone());
+    let kill = with_ctr(rt, role, idx, |ct| ct.run_kill.clone());
     let grace = grace_of(&rt.pod());
     if let Some(kill) = kill {
         tokio::spawn(async move {
@@ -36,9 +36,9 @@ pub(super) async fn stop_with_grace(_kl: &Kubelet, rt: &PodRt, (init, idx): (boo
     }
 }
 
-/// A running container as termination sees it: (init, index, name, context, stop, kill).
+/// A running container as termination sees it: (role, index, name, context, stop, kill).
 type RunningCtr = (
-    bool,
+    Role,
     usize,
     String,
     Option<Ctx>,
@@ -52,12 +52,12 @@ fn stop_container(
     kl: &Arc<Kubelet>,
     rt: &Arc<PodRt>,
     spec: &PodSpec,
-    (init, _i, name, ctx, stop, kill): RunningCtr,
+    (role, _i, name, ctx, stop, kill): RunningCtr,
     deadline: Instant,
 ) -> tokio::task::JoinHandle<()> {
     kl.pod_event(
         rt,
-        Some((&name, init)),
+        Some((&name, role)),
         "Normal",
         "Killing",
         &format!("Stopping container {name}"),
@@ -77,11 +77,11 @@ fn stop_container(
         {
             let left = deadline.saturating_duration_since(Instant::now());
             match tokio::time::timeout(left, run_handler(&kl2, ctx, &h, c)).await {
-                Ok(Err(msg)) => kl2.pod_event(&rt2, Some((&c.name, init)), "Warning", "FailedPreStopHook", &msg),
+                Ok(Err(msg)) => kl2.pod_event(&rt2, Some((&c.name, role)), "Warning", "FailedPreStopHook", &msg),
                 Ok(Ok(())) => {}
                 Err(_) => kl2.pod_event(
                     &rt2,
-                    Some((&c.name, init)),
+                    Some((&c.name, role)),
                     "Warning",
                     "FailedPreStopHook",
                     "PreStopHook did not finish within the grace period",
@@ -100,18 +100,19 @@ fn stop_container(
 }
 
 /// Waits until the containers `which` (every container when empty) have exited, or `until`.
-async fn wait_exited(rt: &PodRt, which: &[(bool, usize)], until: Instant) {
+async fn wait_exited(rt: &PodRt, which: &[(Role, usize)], until: Instant) {
     loop {
         let any_running = {
             let st = rt.state.lock().expect("state lock");
             let running = |c: &super::Ctr| c.state.is_running() || c.run_stop.is_some();
             if which.is_empty() {
-                st.init.iter().chain(st.main.iter()).any(running)
+                st.init
+                    .iter()
+                    .chain(st.main.iter())
+                    .chain(st.ephemeral.iter())
+                    .any(running)
             } else {
-                which.iter().any(|&(init, i)| {
-                    let c = if init { &st.init[i] } else { &st.main[i] };
-                    running(c)
-                })
+                which.iter().any(|&(role, i)| running(st.ctr(role, i)))
             }
         };
         if !any_running || Instant::now() > until {
@@ -142,14 +143,15 @@ pub(super) async fn terminate_within(kl: &Arc<Kubelet>, rt: &Arc<PodRt>, grace: 
         st.init
             .iter()
             .enumerate()
-            .map(|(i, c)| (true, i, c))
-            .chain(st.main.iter().enumerate().map(|(i, c)| (false, i, c)))
+            .map(|(i, c)| (Role::Init, i, c))
+            .chain(st.main.iter().enumerate().map(|(i, c)| (Role::App, i, c)))
+            .chain(st.ephemeral.iter().enumerate().map(|(i, c)| (Role::Ephemeral, i, c)))
             // A container whose postStart hook is still running is not reported Running yet,
             // but its process is: it has a stop token.
             .filter(|(_, _, c)| c.state.is_running() || c.run_stop.is_some())
-            .map(|(init, i, c)| {
+            .map(|(role, i, c)| {
                 (
-                    init,
+                    role,
                     i,
                     c.name.clone(),
                     c.exec.clone(),
@@ -162,12 +164,13 @@ pub(super) async fn terminate_within(kl: &Arc<Kubelet>, rt: &Arc<PodRt>, grace: 
     // Upstream (KEP-753): the app containers (and a regular init container still running) stop
     // first; the sidecars (restartable init containers) only once those have exited, one at a
     // time in the reverse of their order, all within the one grace period.
-    let is_sidecar = |init: bool, name: &str| {
-        init && spec
-            .init_containers
-            .iter()
-            .flatten()
-            .any(|c| c.name == name && c.restart_policy.as_deref() == Some("Always"))
+    let is_sidecar = |role: Role, name: &str| {
+        role == Role::Init
+            && spec
+                .init_containers
+                .iter()
+                .flatten()
+                .any(|c| c.name == name && c.restart_policy.as_deref() == Some("Always"))
     };
     let (mut sidecars, others): (Vec<RunningCtr>, Vec<RunningCtr>) =
         running.into_iter().partition(|r| is_sidecar(r.0, &r.2));
@@ -177,7 +180,7 @@ pub(super) async fn terminate_within(kl: &Arc<Kubelet>, rt: &Arc<PodRt>, grace: 
     let mut stages: Vec<Vec<RunningCtr>> = vec![others];
     stages.extend(sidecars.into_iter().map(|s| vec![s]));
     for stage in stages {
-        let names: Vec<(bool, usize)> = stage.iter().map(|r| (r.0, r.1)).collect();
+        let names: Vec<(Role, usize)> = stage.iter().map(|r| (r.0, r.1)).collect();
         for r in stage {
             waits.push(stop_container(kl, rt, &spec, r, deadline));
         }
@@ -192,7 +195,12 @@ pub(super) async fn terminate_within(kl: &Arc<Kubelet>, rt: &Arc<PodRt>, grace: 
     let now = jiff::Timestamp::now();
     let mut guard = rt.state.lock().expect("state lock");
     let st = &mut *guard;
-    for c in st.init.iter_mut().chain(st.main.iter_mut()) {
+    for c in st
+        .init
+        .iter_mut()
+        .chain(st.main.iter_mut())
+        .chain(st.ephemeral.iter_mut())
+    {
         if let CState::Waiting { .. } = c.state
             && c.container_id.is_some()
         {
