@@ -203,6 +203,12 @@ pub const SWITCHES: &[Switch] = &[
                  gate was off by default): the API takes them, the pod never reports them running",
     },
     Switch {
+        name: "prestop-on-exit",
+        arg: Arg::None,
+        breaks: "the kubelet runs a container's preStop hook when the container exits on its own, before it \
+                 records the exit: a finished container's finishedAt comes a preStop sleep late",
+    },
+    Switch {
         name: "hook-scheme-ignored",
         arg: Arg::None,
         breaks: "the kubelet sends httpGet lifecycle hooks as plain HTTP whatever their scheme (a kubelet from \

@@ -11,7 +11,7 @@ use kube::api::DeleteParams;
 use crate::case;
 use crate::catalog::{Case, Kind};
 use crate::ensure;
-use crate::framework::{CaseResult, ContainerBuilder, Framework, PodBuilder, pod_node};
+use crate::framework::{CaseError, CaseResult, ContainerBuilder, Framework, PodBuilder, pod_node};
 
 /// The cases of this group.
 pub(super) fn cases() -> Vec<Case> {
@@ -19,6 +19,7 @@ pub(super) fn cases() -> Vec<Case> {
         case!(SLEEP_VALID, Kind::Adapted, sleep_valid),
         case!(SLEEP_REDUCED_GRACE, Kind::Adapted, sleep_reduced_grace),
         case!(SLEEP_ZERO, Kind::Adapted, sleep_zero),
+        case!(SLEEP_IGNORE_TERMINATED, Kind::Adapted, sleep_ignore_terminated),
     ]
 }
 
@@ -118,4 +119,67 @@ async fn sleep_zero(f: &Framework) -> CaseResult {
     let b = pod_with_sleep_hook(f, "pod-with-prestop-sleep-hook-zero-duration", "pause", 0);
     let pod = f.create_pod_ready(&b).await?;
     expect_deletion_between(f, &pod, None, 0, 30, "a zero-second preStop sleep").await
+}
+
+/// Upstream lifecycle_hook.go "ignore terminated container" (the v1.34 form).
+pub(crate) const SLEEP_IGNORE_TERMINATED: &str = "[sig-node] Lifecycle Sleep Hook [NodeConformance] when create a \
+     pod with lifecycle hook using sleep action ignore terminated container";
+
+/// A container that exits on its own (`sleep 3`, restartPolicy Never) is not held back by its
+/// 10 s preStop sleep: preStop runs only when the kubelet stops a container, so the container's
+/// finishedAt comes less than 10 s after its startedAt.
+async fn sleep_ignore_terminated(f: &Framework) -> CaseResult {
+    const SLEEP_SECONDS: i32 = 10;
+    let name = "pod-with-prestop-sleep-hook";
+    let b = pod_with_sleep_hook(f, name, "busybox", SLEEP_SECONDS)
+        .restart_policy("Never")
+        .grace_period(30)
+        .edit_spec(|spec| {
+            if let Some(c) = spec.containers.first_mut() {
+                c.command = Some(vec!["sh".into(), "-c".into(), "sleep 3".into()]);
+            }
+        });
+    f.create_pod(&b).await?;
+    let terminated = |p: &Pod| {
+        p.status
+            .as_ref()?
+            .container_statuses
+            .as_ref()?
+            .first()?
+            .state
+            .as_ref()?
+            .terminated
+            .clone()
+    };
+    let pod = f
+        .wait_for_within(
+            &f.api::<Pod>(),
+            name,
+            move |p: Option<&Pod>| p.and_then(terminated).is_some(),
+            "to report its container terminated",
+            Duration::from_secs(30),
+        )
+        .await?
+        .ok_or_else(|| CaseError::failed(format!("pod {name} vanished")))?;
+    let node = pod_node(&pod);
+    let t = terminated(&pod).ok_or_else(|| CaseError::failed(format!("pod {name}: no terminated state")))?;
+    let started = t
+        .started_at
+        .ok_or_else(|| CaseError::failed(format!("pod {name} on node {node}: terminated state without startedAt")))?;
+    let finished = t.finished_at.ok_or_else(|| {
+        CaseError::failed(format!(
+            "pod {name} on node {node}: terminated state without finishedAt"
+        ))
+    })?;
+    let cost = finished.0.duration_since(started.0);
+    f.property("run_seconds", format!("{:.1}", cost.as_secs_f64()));
+    ensure!(
+        cost.as_secs_f64() >= 0.0 && cost.as_secs_f64() < f64::from(SLEEP_SECONDS),
+        "pod {name} on node {node}: expected its container (sh -c \"sleep 3\") to finish less than {SLEEP_SECONDS} s after it started, \
+         the preStop sleep ignored for a container that exits on its own; it ran {:.1} s (startedAt {}, finishedAt {})",
+        cost.as_secs_f64(),
+        started.0,
+        finished.0
+    );
+    Ok(())
 }

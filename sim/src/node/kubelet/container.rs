@@ -520,6 +520,15 @@ pub(super) async fn start_container(
         code
     };
     logs.close();
+    // A kubelet with the `prestop-on-exit` fault runs the preStop hook of a container that
+    // exited on its own before it records the exit, the regression upstream's "ignore
+    // terminated container" sleep-hook case guards against.
+    if kl.net.faults().is_on("prestop-on-exit")
+        && !stop.is_cancelled()
+        && let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone())
+    {
+        let _ = run_handler(kl, &ctx, &h, c).await;
+    }
     let finished = jiff::Timestamp::now();
     let message = termination_message(kl, &ctx, c, code, &logs);
     // A runtime with the `exit-codes-lost` fault reports every exit as a clean one.
