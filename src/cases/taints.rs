@@ -63,11 +63,12 @@ fn test_taint() -> Taint {
 }
 
 /// Upstream `createPodForTaintsTest(true, seconds, ...)`: a pause pod labelled `group=GROUP`
-/// tolerating the test taint for `seconds`.
+/// tolerating the test taint for `seconds`. Upstream also sets `metadata.deletionGracePeriodSeconds`
+/// to 1, which the API server clears on create, so its pods keep the default 30 s grace period;
+/// so do these (a shorter one would make "gone within the bound" easier than upstream's).
 fn tolerating_pod(f: &Framework, name: &str, group: &str, seconds: i64) -> PodBuilder {
     PodBuilder::new(name, f.target_os())
         .label("group", group)
-        .grace_period(1)
         .container(ContainerBuilder::new("pause", "pause"))
         .edit_spec(move |spec| {
             spec.tolerations.get_or_insert_with(Vec::new).push(Toleration {
