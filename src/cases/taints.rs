@@ -17,6 +17,10 @@
 //! - "evicts pods with minTolerationSeconds" also checks neither pod went before its own
 //!   toleration ran out (counted from just before the taint was written), which is what the
 //!   case's name claims; upstream only counts two deletions.
+//!
+//! Not ported: upstream's BeforeEach also waits up to a minute for every node to be healthy
+//! (`e2enode.WaitForTotalHealthy`); only its `CheckTestingNSDeletedExcept` is
+//! (`wait_for_stable_cluster`), and a tainted or unready node shows in the pod starts instead.
 
 use std::time::{Duration, Instant};
 
