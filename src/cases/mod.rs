@@ -35,6 +35,7 @@ pub mod service_protocols;
 pub mod stop_signals;
 pub mod storage;
 pub mod subpath_cleanup;
+pub mod taints;
 pub mod volumes;
 pub mod windows;
 
@@ -66,6 +67,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(policy::cases());
     cases.extend(scheduling::cases());
     cases.extend(preemption::cases());
+    cases.extend(taints::cases());
     cases.extend(node::cases());
     cases.extend(security::cases());
     cases.extend(windows::cases());

@@ -26,6 +26,7 @@ mod replicaset;
 mod scheduler;
 mod serviceaccount;
 mod statefulset;
+mod tainteviction;
 mod tokens;
 pub mod util;
 mod writes;

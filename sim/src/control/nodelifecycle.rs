@@ -24,8 +24,8 @@
 //!
 //! Not modelled: the zone rate limiter and disruption modes of NoExecute tainting (one node is
 //! tainted at once; upstream rate-limits to 0.1 node/s per zone and stops when every node of
-//! every zone is down) and taint-based eviction after the 300 s default tolerations (the
-//! taint-eviction-controller is not simulated). The kubelet brings pods back to Ready itself.
+//! every zone is down). Taint-based eviction (after the 300 s default tolerations) is the
+//! taint eviction controller's, `super::tainteviction`. The kubelet brings pods back to Ready itself.
 //! Times are the control plane's clock, so `--time-scale` shortens the grace periods too.
 
 use std::collections::{BTreeSet, HashMap};

@@ -53,11 +53,14 @@ pub enum Component {
     ServiceAccountToken,
     /// Mirrors user-managed Endpoints of selectorless Services into EndpointSlices.
     EndpointSliceMirroring,
+    /// Deletes pods from nodes with NoExecute taints they do not tolerate (or tolerate for a
+    /// limited time).
+    TaintEviction,
 }
 
 impl Component {
     /// Every component, in start order.
-    pub const ALL: [Component; 17] = [
+    pub const ALL: [Component; 18] = [
         Component::Scheduler,
         Component::Namespace,
         Component::ServiceAccount,
@@ -75,6 +78,7 @@ impl Component {
         Component::ClusterRoleAggregation,
         Component::ServiceAccountToken,
         Component::EndpointSliceMirroring,
+        Component::TaintEviction,
     ];
 
     /// The name the `controller-stopped=NAME` fault switch uses for this loop.
@@ -97,6 +101,7 @@ impl Component {
             Component::ClusterRoleAggregation => "clusterrole-aggregation",
             Component::ServiceAccountToken => "serviceaccount-token",
             Component::EndpointSliceMirroring => "endpointslice-mirroring",
+            Component::TaintEviction => "taint-eviction",
         }
     }
 
@@ -121,6 +126,7 @@ impl Component {
             Component::ClusterRoleAggregation => "clusterrole-aggregation-controller",
             Component::ServiceAccountToken => "serviceaccount-token-controller",
             Component::EndpointSliceMirroring => "endpointslice-mirroring-controller",
+            Component::TaintEviction => "taint-eviction-controller",
         }
     }
 }
@@ -284,6 +290,7 @@ pub async fn start(client: kube::Client, cfg: ControlConfig, cancel: Cancellatio
             Component::ClusterRoleAggregation => spawn(component, super::clusterroleaggregation::run(c)),
             Component::ServiceAccountToken => spawn(component, super::tokens::run(c)),
             Component::EndpointSliceMirroring => spawn(component, super::mirroring::run(c)),
+            Component::TaintEviction => spawn(component, super::tainteviction::run(c)),
         };
         tasks.push((component, task));
     }

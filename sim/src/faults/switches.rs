@@ -123,7 +123,7 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "controller-stopped",
         arg: Arg::Value(
-            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota|nodelifecycle|disruption|clusterrole-aggregation|serviceaccount-token|endpointslice-mirroring",
+            "scheduler|namespace|serviceaccount|endpoints|replicaset|deployment|daemonset|statefulset|job|cronjob|garbagecollector|resourcequota|nodelifecycle|disruption|clusterrole-aggregation|serviceaccount-token|endpointslice-mirroring|taint-eviction",
         ),
         breaks: "that control-plane loop never runs (as if kube-controller-manager lost it)",
     },
@@ -495,6 +495,13 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the scheduler runs without that filter plugin (a KubeSchedulerConfiguration profile that \
                  lists it under plugins.filter.disabled): pods land on nodes their node selector or affinity, \
                  host ports, resource requests or taints rule out",
+    },
+    Switch {
+        name: "taint-eviction-ignores",
+        arg: Arg::Value("toleration-seconds|removal"),
+        breaks: "the taint eviction controller reads every tolerationSeconds as 0, so a pod tolerating a NoExecute \
+                 taint for a while is evicted at once, or keeps a scheduled eviction when its node's NoExecute taints \
+                 are removed",
     },
     Switch {
         name: "preemption-off",

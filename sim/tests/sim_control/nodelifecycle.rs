@@ -211,3 +211,81 @@ async fn without_the_node_lifecycle_controller_a_silent_node_stays_as_it_was() {
     assert!(node_taints(&n).is_empty(), "{:?}", node_taints(&n));
     c.stop().await;
 }
+
+/// The taint eviction controller: a NoExecute taint evicts the pods that do not tolerate it at
+/// once (DisruptionTarget `DeletionByTaintManager` first, a `TaintManagerEviction` event), a
+/// bounded toleration no earlier than it runs out, and removing the taint cancels what is still
+/// scheduled; a toleration without `tolerationSeconds` keeps its pod. No kubelet runs, so
+/// evicted pods stay terminating and can be inspected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_execute_taints_evict_per_toleration_and_removal_cancels() {
+    let c = Cluster::start(ControlConfig::default(), false).await;
+    add_node(&c.client, "n", "linux", "4", "8Gi").await;
+    create_ns(&c.client, "te").await;
+    let pods: Api<Pod> = c.api("te");
+    let tolerating = |seconds: Option<i64>| {
+        let mut t = json!({"key": "example.com/evict", "operator": "Exists", "effect": "NoExecute"});
+        if let Some(s) = seconds {
+            t["tolerationSeconds"] = json!(s);
+        }
+        json!({"tolerations": [t]})
+    };
+    for (name, extra) in [
+        ("intolerant", json!({})),
+        ("forever", tolerating(None)),
+        ("short", tolerating(Some(2))),
+        ("cancelled", tolerating(Some(6))),
+    ] {
+        let pod: Pod = obj(json!({"metadata": {"name": name}, "spec": pod_spec(extra)}));
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        bound_node(&pods, name, &format!("{name} bound")).await;
+    }
+    let nodes: Api<Node> = Api::all(c.client.clone());
+    let tainted = std::time::Instant::now();
+    merge_patch(
+        &nodes,
+        "n",
+        json!({"spec": {"taints": [{"key": "example.com/evict", "effect": "NoExecute"}]}}),
+    )
+    .await;
+    let terminating = |ps: &[Pod], name: &str| {
+        ps.iter()
+            .any(|p| p.name_any() == name && p.metadata.deletion_timestamp.is_some())
+    };
+    let seen = until(&pods, ListParams::default(), "intolerant evicted", |ps| {
+        terminating(ps, "intolerant")
+    })
+    .await;
+    let intolerant = seen.iter().find(|p| p.name_any() == "intolerant").unwrap();
+    let cond = pod_condition(intolerant, "DisruptionTarget").expect("DisruptionTarget condition");
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_deref()),
+        ("True", Some("DeletionByTaintManager"))
+    );
+    assert!(tainted.elapsed() < Duration::from_secs(2), "intolerant evicted late");
+    let events: Api<Event> = c.api("te");
+    assert_eq!(
+        event_message(&events, "intolerant", "TaintManagerEviction").await,
+        "Marking for deletion Pod te/intolerant"
+    );
+    until(&pods, ListParams::default(), "short evicted", |ps| {
+        terminating(ps, "short")
+    })
+    .await;
+    assert!(
+        tainted.elapsed() >= Duration::from_secs(2),
+        "short evicted after {:?}, before its 2 s toleration ran out",
+        tainted.elapsed()
+    );
+    merge_patch(&nodes, "n", json!({"spec": {"taints": []}})).await;
+    assert_eq!(
+        event_message(&events, "cancelled", "TaintManagerEviction").await,
+        "Cancelling deletion of Pod te/cancelled"
+    );
+    tokio::time::sleep(Duration::from_secs(6).saturating_sub(tainted.elapsed()) + Duration::from_secs(2)).await;
+    let left = pods.list(&ListParams::default()).await.unwrap().items;
+    for name in ["forever", "cancelled"] {
+        assert!(!terminating(&left, name), "{name} was evicted: {left:#?}");
+    }
+    c.stop().await;
+}
