@@ -164,7 +164,7 @@ fn node_specs(windows: usize, linux: usize) -> Vec<(String, crossconf_model::os:
         .collect()
 }
 
-/// Refuses a `node-flap` or `node-lost` switch naming a node the cluster does not have (the
+/// Refuses a `node-flap`, `node-lost` or `node-tainted` switch naming a node the cluster does not have (the
 /// switch would silently do nothing).
 fn check_fault_nodes(faults: &Faults, nodes: &[(String, crossconf_model::os::Os)]) -> Result<(), Error> {
     for switch in ["node-flap", "node-lost"] {
@@ -179,6 +179,15 @@ fn check_fault_nodes(faults: &Faults, nodes: &[(String, crossconf_model::os::Os)
                     known.join(", ")
                 )));
             }
+        }
+    }
+    for node in faults.values("node-tainted") {
+        if !nodes.iter().any(|(n, _)| *n == node) {
+            let known: Vec<&str> = nodes.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(Error::InvalidOption(format!(
+                "--faults node-tainted={node}: the cluster has no node {node:?} (its nodes: {})",
+                known.join(", ")
+            )));
         }
     }
     Ok(())
@@ -351,6 +360,14 @@ impl SimCluster {
                     });
                 }
             }
+            if faults.applies_to("node-tainted", &name) {
+                ncfg.taints.push(k8s_openapi::api::core::v1::Taint {
+                    key: "dedicated".into(),
+                    value: Some("e2e-fault".into()),
+                    effect: "NoSchedule".into(),
+                    time_added: None,
+                });
+            }
             // Each kubelet authenticates as its node, `system:node:NAME` in `system:nodes`,
             // as a kubeadm kubelet's client certificate says.
             let token = api
@@ -516,7 +533,13 @@ mod tests {
     fn node_switches_must_name_a_node_of_the_cluster() {
         let opts = |faults| SimConfig::from_options(2, 1, "10.0.20348", None, "fast", 1.0, Some(faults));
         assert!(opts("node-flap=win-1:8s/60s,node-lost=linux-1:30s").is_ok());
-        for bad in ["node-flap=win-3:8s/60s", "node-lost=linux-2:30s", "node-lost=win-0:5s"] {
+        assert!(opts("node-tainted=win-1,node-tainted=win-2").is_ok());
+        for bad in [
+            "node-flap=win-3:8s/60s",
+            "node-lost=linux-2:30s",
+            "node-lost=win-0:5s",
+            "node-tainted=linux-2",
+        ] {
             let err = opts(bad).unwrap_err().to_string();
             assert!(
                 err.contains("has no node") && err.contains("win-1, win-2, linux-1"),

@@ -11,13 +11,23 @@ use crate::framework::{CaseResult, ContainerBuilder, Framework, pod_node};
 pub const THROUGH_SERVICE_AND_POD: &str =
     "[sig-network] Proxy version v1 should proxy through a service and a pod [Conformance]";
 
+/// Upstream proxy.go "A set of valid responses are returned for both pod and service Proxy".
+pub const VERBS_PROXY: &str =
+    "[sig-network] Proxy version v1 A set of valid responses are returned for both pod and service Proxy [Conformance]";
+
+/// Upstream proxy.go "A set of valid responses are returned for both pod and service ProxyWithPath".
+pub const VERBS_PROXY_WITH_PATH: &str = "[sig-network] Proxy version v1 A set of valid responses are returned for \
+                                         both pod and service ProxyWithPath [Conformance]";
+
 /// The cases of this area.
 pub fn cases() -> Vec<Case> {
-    vec![crate::case!(
+    let mut cases = vec![crate::case!(
         THROUGH_SERVICE_AND_POD,
         Kind::Adapted,
         through_service_and_pod
-    )]
+    )];
+    cases.extend(super::proxy_verbs::cases());
+    cases
 }
 
 /// What the porter pod answers on each port: (container port, service port, body).

@@ -49,9 +49,26 @@ impl Framework {
     /// empty "(0 )" error. Upstream reads such bodies with curl from inside a pod, whatever
     /// the status, so we keep them.
     async fn proxy_answer(&self, path: String, timeout: Duration) -> Result<ProxyAnswer, CaseError> {
-        let request = http::Request::get(&path)
+        self.proxy_request(http::Method::GET, &path, timeout).await
+    }
+
+    /// A request of any method to an absolute API path (a proxy path, `?query` included), the
+    /// status and body of any answer kept; a redirect is returned, not followed (upstream's
+    /// proxy cases use a client with `http.ErrUseLastResponse`).
+    ///
+    /// # Errors
+    /// When the request cannot be made or times out.
+    pub async fn proxy_request(
+        &self,
+        method: http::Method,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<ProxyAnswer, CaseError> {
+        let request = http::Request::builder()
+            .method(method.clone())
+            .uri(path)
             .body(kube::client::Body::empty())
-            .map_err(|e| CaseError::failed(format!("building request {path}: {e}")))?;
+            .map_err(|e| CaseError::failed(format!("building request {method} {path}: {e}")))?;
         let exchange = async {
             let response = self.client().send(request).await?;
             let status = response.status().as_u16();
@@ -63,8 +80,10 @@ impl Framework {
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(e)) => Err(CaseError::from(e).context(format!("GET {path}"))),
-            Err(_) => Err(CaseError::failed(format!("GET {path} timed out after {timeout:?}"))),
+            Ok(Err(e)) => Err(CaseError::from(e).context(format!("{method} {path}"))),
+            Err(_) => Err(CaseError::failed(format!(
+                "{method} {path} timed out after {timeout:?}"
+            ))),
         }
     }
 

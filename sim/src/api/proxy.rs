@@ -487,6 +487,16 @@ pub async fn proxy(st: &AppState, t: &Target, raw_query: Option<&str>, req: Requ
         }
         other => return Err(ApiError::no_route(&format!("{other}/{full}/proxy"))),
     };
+    // upgradeaware.go: a GET or HEAD with an empty path is redirected to the path with a
+    // trailing slash (the "hack for https://issue.k8s.io/4958"), query kept; other methods are
+    // forwarded to `/`.
+    if let Some(location) = empty_path_redirect(req.method(), req.uri().path(), &t.rest, raw_query) {
+        return Response::builder()
+            .status(StatusCode::MOVED_PERMANENTLY)
+            .header(axum::http::header::LOCATION, location)
+            .body(Body::empty())
+            .map_err(|e| ApiError::internal(format!("building the redirect: {e}")));
+    }
     let mut path = if t.rest.is_empty() {
         "/".to_string()
     } else {
@@ -504,6 +514,19 @@ pub async fn proxy(st: &AppState, t: &Target, raw_query: Option<&str>, req: Requ
         return Err(ApiError::bad_request("upgrades through the proxy are not supported"));
     }
     Ok(resp)
+}
+
+/// Where upstream's proxy handler redirects a request: GET and HEAD of a proxy path with no
+/// path after `/proxy` (not even `/`) go to the same path plus `/`.
+fn empty_path_redirect(method: &Method, uri_path: &str, rest: &str, raw_query: Option<&str>) -> Option<String> {
+    if !(*method == Method::GET || *method == Method::HEAD) || !rest.is_empty() || uri_path.ends_with('/') {
+        return None;
+    }
+    let query = raw_query
+        .filter(|q| !q.is_empty())
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    Some(format!("{uri_path}/{query}"))
 }
 
 fn named_container_port(p: &Value, name: &str) -> Option<u16> {
@@ -605,6 +628,22 @@ pub(crate) fn service_endpoint(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn redirects_get_and_head_of_an_empty_proxy_path() {
+        let p = "/api/v1/namespaces/ns/pods/agnhost/proxy";
+        assert_eq!(
+            empty_path_redirect(&Method::GET, p, "", Some("method=GET")).as_deref(),
+            Some("/api/v1/namespaces/ns/pods/agnhost/proxy/?method=GET")
+        );
+        assert_eq!(
+            empty_path_redirect(&Method::HEAD, p, "", None).as_deref(),
+            Some("/api/v1/namespaces/ns/pods/agnhost/proxy/")
+        );
+        assert_eq!(empty_path_redirect(&Method::POST, p, "", None), None);
+        assert_eq!(empty_path_redirect(&Method::GET, &format!("{p}/"), "", None), None);
+        assert_eq!(empty_path_redirect(&Method::GET, &format!("{p}/x"), "x", None), None);
+    }
 
     #[test]
     fn container_choice_like_upstream() {

@@ -27,8 +27,7 @@ use super::writes::patch_status;
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 /// The revision annotation on Deployments and their ReplicaSets.
 pub const REVISION: &str = "deployment.kubernetes.io/revision";
-const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
-const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
+use super::deployment_scale::{DESIRED_REPLICAS, MAX_REPLICAS, is_scaling_event, scaling_targets};
 
 /// Runs the Deployment controller until cancelled.
 pub(crate) async fn run(ctx: Ctx) -> Result<()> {
@@ -191,6 +190,38 @@ async fn sync(
     let want = replicas(d);
     let (surge, max_unavailable) = if is_recreate(ctx, d) { (0, want) } else { fenceposts(d) };
     let mut created_new = None;
+
+    // A paused Deployment and a scaling event are handled alone (upstream syncDeployment:
+    // `Paused` or `isScalingEvent`, then `sync`): a change of spec.replicas is spread over the
+    // active ReplicaSets in proportion to their size; the rollout goes on at the next pass.
+    // `deployment-proportional-off`: a controller that only rolls, so a stuck rollout's new
+    // ReplicaSet takes the whole change (and a paused Deployment is left as it is).
+    let all: Vec<&ReplicaSet> = new_rs.iter().chain(old.iter()).collect();
+    if !ctx.cfg.faults.is_on("deployment-proportional-off") && (paused || is_scaling_event(want, &all)) {
+        let status_replicas = d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+        let targets = scaling_targets(
+            want,
+            surge,
+            !is_recreate(ctx, d),
+            status_replicas,
+            new_rs.as_ref(),
+            &old,
+        );
+        for rs in new_rs.iter_mut().chain(old.iter_mut()) {
+            let Some((_, to)) = targets.iter().find(|(n, _)| *n == rs.name_any()) else {
+                continue;
+            };
+            let annotated = rs.annotations().get(DESIRED_REPLICAS) == Some(&want.to_string())
+                && rs.annotations().get(MAX_REPLICAS) == Some(&(want + surge).to_string());
+            if rs_replicas(rs) != *to || !annotated {
+                scale(ctx, recorder, d, sets, rs, *to, want, surge).await?;
+            }
+        }
+        if paused {
+            cleanup_history(ctx, d, &old, &rs_api).await?;
+        }
+        return update_status(ctx, d, new_rs.as_ref(), &old, None, requeue).await;
+    }
 
     if paused {
         // A paused Deployment keeps its ReplicaSets as they are; only status is updated.

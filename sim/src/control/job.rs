@@ -18,6 +18,7 @@ use serde_json::json;
 use super::error::{ApiContext, Result, is_not_found};
 use super::events::{EventType, Recorder};
 use super::informer::{Informer, Requeue, reconcile_each};
+use super::job_failure_policy::{Verdict, match_pod_failure_policy};
 use super::plane::{Component, Ctx};
 use super::replicaset::claim_pods;
 use super::util::{generate_name_prefix, is_ready, owner_ref, phase, pod_from_template, set_condition};
@@ -140,7 +141,24 @@ async fn sync(
     let failed_pods: Vec<&Arc<Pod>> = owned.iter().filter(|p| phase(p) == "Failed").collect();
     let status = job.status.clone().unwrap_or_default();
     let succeeded = (succeeded_pods.len() as i32).max(status.succeeded.unwrap_or(0));
-    let failed = (failed_pods.len() as i32).max(status.failed.unwrap_or(0));
+    // podFailurePolicy: a FailJob rule fails the Job at once; failures an Ignore rule matches
+    // do not count. `job-pod-failure-policy-ignored`: a controller that counts every failure
+    // against backoffLimit, whatever the policy says.
+    let policy = spec
+        .pod_failure_policy
+        .as_ref()
+        .filter(|_| !ctx.cfg.faults.is_on("job-pod-failure-policy-ignored"));
+    let verdicts: Vec<Option<Verdict>> = failed_pods
+        .iter()
+        .map(|p| policy.and_then(|policy| match_pod_failure_policy(policy, p)))
+        .collect();
+    let fail_job_message = verdicts
+        .iter()
+        .flatten()
+        .find(|v| v.action == "FailJob")
+        .map(|v| v.message.clone());
+    let ignored = verdicts.iter().flatten().filter(|v| v.action == "Ignore").count();
+    let failed = ((failed_pods.len() - ignored) as i32).max(status.failed.unwrap_or(0));
     let parallelism = spec.parallelism.unwrap_or(1).max(0);
     // `job-completions-ignored`: a controller that runs every Job as a work queue.
     let completions = spec
@@ -162,7 +180,7 @@ async fn sync(
     };
     let mut start_time = status.start_time.clone();
     let mut completion_time = status.completion_time.clone();
-    let mut finish: Option<(&str, &str, &str)> = None;
+    let mut finish: Option<(&str, &str, String)> = None;
     let mut to_delete: Vec<&Arc<Pod>> = Vec::new();
 
     let completed_indexes: BTreeSet<i32> = succeeded_pods.iter().filter_map(|p| index_of(p)).collect();
@@ -232,25 +250,28 @@ async fn sync(
             Some(c) => succeeded >= c,
             None => succeeded > 0 && active.is_empty(),
         };
-        if complete {
+        if let Some(message) = fail_job_message {
+            finish = Some(("Failed", "PodFailurePolicy", message));
+            to_delete.extend(active.iter().copied());
+        } else if complete {
             finish = Some((
                 "Complete",
                 "CompletionsReached",
-                "Reached expected number of succeeded pods",
+                "Reached expected number of succeeded pods".into(),
             ));
             to_delete.extend(active.iter().copied());
         } else if past_backoff {
             finish = Some((
                 "Failed",
                 "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
+                "Job has reached the specified backoff limit".into(),
             ));
             to_delete.extend(active.iter().copied());
         } else if past_deadline {
             finish = Some((
                 "Failed",
                 "DeadlineExceeded",
-                "Job was active longer than specified deadline",
+                "Job was active longer than specified deadline".into(),
             ));
             to_delete.extend(active.iter().copied());
         } else {
@@ -305,7 +326,7 @@ async fn sync(
             .await
             .ctx("delete", || format!("pod {ns}/{}", p.name_any()))?;
     }
-    if let Some((type_, reason, message)) = finish {
+    if let Some((type_, reason, message)) = finish.as_ref().map(|(t, r, m)| (*t, *r, m.as_str())) {
         if type_ == "Complete" {
             set_condition(
                 &mut conditions,

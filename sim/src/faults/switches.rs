@@ -86,6 +86,13 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "drops all traffic to and from the pods of NODE (a dead CNI on that node)",
     },
     Switch {
+        name: "node-tainted",
+        arg: Arg::Value("NODE"),
+        breaks: "NODE's kubelet registers with the taint dedicated=e2e-fault:NoSchedule (kubelet \
+                 --register-with-taints: a node kept for other workloads), so pods without a matching \
+                 toleration stay off it and it no longer counts as an untainted schedulable node",
+    },
+    Switch {
         name: "kube-proxy-off",
         arg: Arg::Value("NODE"),
         breaks: "kube-proxy stopped on NODE: its NodePorts refuse and its pods cannot reach ClusterIPs",
@@ -309,6 +316,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the Job controller treats every Job as a work queue: it completes once a pod succeeds and none runs",
     },
     Switch {
+        name: "job-pod-failure-policy-ignored",
+        arg: Arg::None,
+        breaks: "the Job controller ignores podFailurePolicy (as with the JobPodFailurePolicy gate off): no \
+                 FailJob on a matching exit code, every failure counts against backoffLimit",
+    },
+    Switch {
         name: "statefulset-unordered",
         arg: Arg::None,
         breaks: "the StatefulSet controller creates and deletes pods all at once, ignoring OrderedReady and readiness",
@@ -322,6 +335,12 @@ pub const SWITCHES: &[Switch] = &[
         name: "deployment-recreate-ignored",
         arg: Arg::None,
         breaks: "the Deployment controller rolls Recreate Deployments like RollingUpdate (new pods start before old ones go)",
+    },
+    Switch {
+        name: "deployment-proportional-off",
+        arg: Arg::None,
+        breaks: "the Deployment controller does not scale proportionally: a change of spec.replicas during a \
+                 rollout goes to the new ReplicaSet alone (within maxSurge), the old ones keep their size",
     },
     Switch {
         name: "daemonset-ignores-node-selector",

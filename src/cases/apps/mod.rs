@@ -9,6 +9,8 @@
 mod batch;
 mod controllers;
 mod daemonset_api;
+mod deployment_rollout;
+mod job_policy;
 mod service_types;
 mod services;
 
@@ -23,6 +25,8 @@ pub fn cases() -> Vec<Case> {
     let mut cases = controllers::cases();
     cases.extend(batch::cases());
     cases.extend(daemonset_api::cases());
+    cases.extend(deployment_rollout::cases());
+    cases.extend(job_policy::cases());
     cases.extend(services::cases());
     cases.extend(service_types::cases());
     cases

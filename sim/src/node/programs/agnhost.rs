@@ -130,7 +130,7 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
         "nettest" => super::agnhost_nettest::run(ctx, rest).await,
         "logs-generator" => logs_generator(ctx, rest).await,
         "test-webserver" => test_webserver(ctx, rest).await,
-        "porter" => porter(ctx).await,
+        "porter" => porter(ctx, rest).await,
         "connect" => connect(ctx, rest).await,
         "inclusterclient" => super::inclusterclient::run(ctx, rest).await,
         "webhook" => super::agnhost_webhook::run(ctx, rest).await,
@@ -346,15 +346,29 @@ async fn test_webserver(ctx: Ctx, args: Vec<String>) -> i32 {
     until_stopped(&ctx).await
 }
 
-async fn porter(ctx: Ctx) -> i32 {
+/// What porter answers on a port serving `value`: the value itself, or with `--json-response`
+/// `{"Method":<the request's method>,"Body":<value>}` as `application/json` (upstream's
+/// `jsonResponse` struct, marshalled without field tags).
+fn porter_answer(value: &str, json: bool, method: &axum::http::Method) -> axum::response::Response {
+    if json {
+        let body = serde_json::json!({"Method": method.as_str(), "Body": value}).to_string();
+        ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+    } else {
+        value.to_string().into_response()
+    }
+}
+
+async fn porter(ctx: Ctx, args: Vec<String>) -> i32 {
+    let (f, _) = flags(&args);
+    let json = f.get("json-response").is_some_and(|v| v != "false");
     let mut any = false;
     for (k, v) in &ctx.env {
         if let Some(p) = k.strip_prefix("SERVE_PORT_") {
             let Ok(port) = p.parse::<u16>() else { continue };
             let body = v.clone();
-            let router = Router::new().fallback(move || {
+            let router = Router::new().fallback(move |method: axum::http::Method| {
                 let b = body.clone();
-                async move { b }
+                async move { porter_answer(&b, json, &method) }
             });
             if let Err(e) = serve_http(ctx.pod.ip, port, router, ctx.cancel.clone()).await {
                 ctx.out.err_line(&format!("listen tcp :{port}: bind: {e}"));
@@ -429,6 +443,19 @@ async fn connect(ctx: Ctx, args: Vec<String>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn porter_answers_json_with_the_method() {
+        use http_body_util::BodyExt;
+        let r = porter_answer("foo", true, &axum::http::Method::PATCH);
+        assert_eq!(r.headers()["content-type"], "application/json");
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v, serde_json::json!({"Method": "PATCH", "Body": "foo"}));
+        let plain = porter_answer("foo", false, &axum::http::Method::PATCH);
+        let body = plain.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"foo");
+    }
 
     #[test]
     fn parses_cobra_flags() {
