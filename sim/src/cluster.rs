@@ -291,6 +291,7 @@ impl SimCluster {
         let span = u16::from(addr::LAST_BLOCK - addr::FIRST_BLOCK) + 1;
         let start = u16::from(first_block() - addr::FIRST_BLOCK);
         let mut found = None;
+        let compaction_interval = load_profile(&cfg.profile, cfg.time_scale)?.compaction_interval();
         for i in 0..span {
             let offset = u8::try_from((start + i) % span).expect("the offset is below the span");
             let block = AddressBlock(addr::FIRST_BLOCK + offset);
@@ -301,7 +302,11 @@ impl SimCluster {
             if !USED_BLOCKS.lock().expect("used blocks lock").insert(block.0) {
                 continue;
             }
-            match ApiServer::start(ApiConfig::new(block).faults(faults.clone()).gates(cfg.gates.clone())).await {
+            let api_cfg = ApiConfig::new(block)
+                .faults(faults.clone())
+                .gates(cfg.gates.clone())
+                .compaction_interval(compaction_interval);
+            match ApiServer::start(api_cfg).await {
                 Ok(api) => {
                     found = Some((block, api));
                     break;

@@ -18,6 +18,7 @@
 pub mod admission;
 pub mod auth;
 pub mod bootstrap;
+pub mod compactor;
 pub mod convert;
 pub mod crd;
 pub mod defaults;

@@ -37,6 +37,9 @@ pub struct ApiConfig {
     pub faults: std::sync::Arc<crate::faults::Faults>,
     /// The control plane's feature gates (defaults: alpha gates off).
     pub gates: crate::gates::FeatureGates,
+    /// How often storage is compacted (kube-apiserver `--etcd-compaction-interval`); `None`
+    /// never compacts (beyond the bounded watch history).
+    pub compaction_interval: Option<Duration>,
 }
 
 impl ApiConfig {
@@ -51,7 +54,15 @@ impl ApiConfig {
             bookmark_interval: Duration::from_secs(60),
             faults: std::sync::Arc::default(),
             gates: crate::gates::FeatureGates::default(),
+            compaction_interval: None,
         }
+    }
+
+    /// Sets the storage compaction interval (see [`super::compactor`]).
+    #[must_use]
+    pub fn compaction_interval(mut self, every: Duration) -> Self {
+        self.compaction_interval = Some(every).filter(|d| !d.is_zero());
+        self
     }
 
     /// Sets the feature gates.
@@ -137,6 +148,7 @@ impl ApiServer {
         scfg.api_port = addr.port();
         scfg.faults = cfg.faults;
         scfg.gates = cfg.gates;
+        let compaction_interval = cfg.compaction_interval;
         let state = AppState::new(scfg);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -150,6 +162,9 @@ impl ApiServer {
         };
         tracker.spawn(serve(listener, serving));
         tracker.spawn(transient::watch_cut::run(state.clone(), cancel.clone()));
+        if let Some(every) = compaction_interval {
+            tracker.spawn(super::compactor::run(state.clone(), every, cancel.clone()));
+        }
         tracing::info!(%addr, "api server listening");
         Ok(ApiServer {
             addr,

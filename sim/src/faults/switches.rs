@@ -746,6 +746,18 @@ pub const SWITCHES: &[Switch] = &[
                  or its gate off): a host shutdown or restart kills the pods with the machine, without their \
                  grace periods, the Terminated status or the DisruptionTarget condition",
     },
+    Switch {
+        name: "kubelet-ignores-missing-secret",
+        arg: Arg::None,
+        breaks: "kubelets mount a Secret volume (plain or projected) whose non-optional Secret or `items` key \
+                 is missing as if it were optional, so the pod starts instead of waiting on FailedMount",
+    },
+    Switch {
+        name: "compaction-off",
+        arg: Arg::None,
+        breaks: "the API server never compacts storage (kube-apiserver with --etcd-compaction-interval=0): \
+                 old resourceVersions and continue tokens stay readable until the bounded watch history drops them",
+    },
 ];
 
 /// The switches that model transient trouble a run must survive (rather than breakage a case

@@ -49,6 +49,9 @@ pub struct LatencyProfile {
     pub node_status_ms: f64,
     /// Node Lease renewal period (the kubelet renews every 10 s).
     pub lease_renew_ms: f64,
+    /// kube-apiserver's storage compaction interval (`--etcd-compaction-interval`, 5 min): a
+    /// resourceVersion, and a continue token carrying it, stays readable one to two of these.
+    pub compaction_interval_ms: f64,
     /// Multiplies every delay above (`--time-scale`).
     pub time_scale: f64,
 }
@@ -73,6 +76,7 @@ impl LatencyProfile {
             backoff_max_ms: 15_000.0,
             node_status_ms: 2_000.0,
             lease_renew_ms: 2_000.0,
+            compaction_interval_ms: 10_000.0,
             time_scale: 1.0,
         }
     }
@@ -90,6 +94,7 @@ impl LatencyProfile {
             backoff_max_ms: 300_000.0,
             node_status_ms: 10_000.0,
             lease_renew_ms: 10_000.0,
+            compaction_interval_ms: 300_000.0,
             time_scale: 1.0,
         }
     }
@@ -157,6 +162,11 @@ impl LatencyProfile {
     /// The Lease renewal period.
     pub fn lease_renew(&self) -> Duration {
         self.ms(self.lease_renew_ms)
+    }
+
+    /// The API server's storage compaction interval.
+    pub fn compaction_interval(&self) -> Duration {
+        self.ms(self.compaction_interval_ms)
     }
 }
 

@@ -5,10 +5,12 @@
 //!
 //! Only API calls, so one body serves both OSes.
 
+use std::time::Duration;
+
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::PodTemplate;
 use kube::ResourceExt;
-use kube::api::ListParams;
+use kube::api::{ListParams, ObjectList};
 
 use crate::case;
 use crate::cases::api::podtemplates::pod_template;
@@ -18,6 +20,9 @@ use crate::{ensure, fail};
 
 /// Upstream chunking.go "should return chunks of results for list calls".
 pub(crate) const CHUNKS: &str = "[sig-api-machinery] Servers with support for API chunking should return chunks of results for list calls [Conformance]";
+/// Upstream chunking.go "should support continue listing from the last key if the original
+/// version has been compacted away, though the list is inconsistent".
+pub(crate) const CHUNKS_COMPACTED: &str = "[sig-api-machinery] Servers with support for API chunking should support continue listing from the last key if the original version has been compacted away, though the list is inconsistent [Slow] [Conformance]";
 /// Upstream table_conversion.go "should return a 406 for a backend which does not implement
 /// metadata".
 pub(crate) const TABLE_406: &str = "[sig-api-machinery] Servers with support for Table transformation should return a 406 for a backend which does not implement metadata [Conformance]";
@@ -27,6 +32,7 @@ pub(super) fn cases() -> Vec<Case> {
     vec![
         case!(CHUNKS, Kind::Adapted, chunks),
         case!(TABLE_406, Kind::Adapted, table_406),
+        case!(CHUNKS_COMPACTED, Kind::Adapted, chunks_compacted),
     ]
 }
 
@@ -43,23 +49,8 @@ fn template_name(i: usize) -> String {
 /// limit, all at the first page's resourceVersion, `remainingItemCount` adding up, names in
 /// order), then all at once with a limit of 401.
 async fn chunks(f: &Framework) -> CaseResult {
-    f.step(format!("creating {TOTAL} PodTemplates, {CREATORS} at a time"));
-    let templates: Vec<PodTemplate> = (0..TOTAL)
-        .map(|i| pod_template(f, &template_name(i), &[]))
-        .collect::<Result<_, _>>()?;
+    create_templates(f).await?;
     let api = f.api::<PodTemplate>();
-    futures::stream::iter(templates.into_iter().map(|t| {
-        let api = api.clone();
-        async move {
-            api.create(&Default::default(), &t)
-                .await
-                .map_err(|e| CaseError::from(e).context(format!("creating PodTemplate {}", t.name_any())))
-        }
-    }))
-    .buffer_unordered(CREATORS)
-    .try_collect::<Vec<_>>()
-    .await?;
-
     for round in 0..3 {
         f.step(format!("reading the PodTemplates in pages, round {}", round + 1));
         let mut restarts = 0;
@@ -91,6 +82,28 @@ async fn chunks(f: &Framework) -> CaseResult {
         TOTAL + 1,
         all.items.len()
     );
+    Ok(())
+}
+
+/// Upstream's BeforeEach: [`TOTAL`] PodTemplates `template-0000`… created [`CREATORS`] at a
+/// time.
+async fn create_templates(f: &Framework) -> CaseResult {
+    f.step(format!("creating {TOTAL} PodTemplates, {CREATORS} at a time"));
+    let templates: Vec<PodTemplate> = (0..TOTAL)
+        .map(|i| pod_template(f, &template_name(i), &[]))
+        .collect::<Result<_, _>>()?;
+    let api = f.api::<PodTemplate>();
+    futures::stream::iter(templates.into_iter().map(|t| {
+        let api = api.clone();
+        async move {
+            api.create(&Default::default(), &t)
+                .await
+                .map_err(|e| CaseError::from(e).context(format!("creating PodTemplate {}", t.name_any())))
+        }
+    }))
+    .buffer_unordered(CREATORS)
+    .try_collect::<Vec<_>>()
+    .await?;
     Ok(())
 }
 
@@ -197,5 +210,142 @@ async fn table_406(f: &Framework) -> CaseResult {
                  the answer: {shown}"
             )
         }
+    }
+}
+
+/// How long the first page's continue token may take to expire: upstream's two
+/// `storagebackend.DefaultCompactInterval`s (kube-apiserver compacts every 5 min, to the
+/// revision of the run before, so a token lives one to two intervals).
+const EXPIRES_WITHIN: Duration = Duration::from_secs(600);
+
+/// How often the expired token is tried (upstream polls every 20 s; reads are cheap).
+const EXPIRY_POLL: Duration = Duration::from_secs(1);
+
+/// Upstream: the first page (limit 40) is read; its continue token is then tried until the
+/// server has compacted the first page's resourceVersion away and answers 410 Expired, with a
+/// Status whose `metadata.continue` goes on from the last key inconsistently; that token gives
+/// the second page (40 items, template-0040 on, at a new resourceVersion), and the rest follows
+/// in pages at that resourceVersion, `remainingItemCount` adding up, until all 400 are read.
+///
+/// The case reads the server's compaction as it happens (its interval is a server flag no API
+/// shows), bounded by upstream's ten minutes and the case's time budget.
+async fn chunks_compacted(f: &Framework) -> CaseResult {
+    create_templates(f).await?;
+    let api = f.api::<PodTemplate>();
+    let limit = TOTAL / 10;
+    let params = || ListParams::default().limit(u32::try_from(limit).unwrap_or(1));
+    f.step(format!("retrieving the first page (limit {limit})"));
+    let first = api.list(&params()).await?;
+    let first_rv = first.metadata.resource_version.clone().unwrap_or_default();
+    let Some(first_token) = first.metadata.continue_.clone().filter(|c| !c.is_empty()) else {
+        fail!(
+            "the first page of {TOTAL} PodTemplates with limit {limit} has no continue token ({} items)",
+            first.items.len()
+        );
+    };
+    check_remaining(&first, 0, "the first page")?;
+
+    f.step(format!(
+        "retrieving the second page with the first page's token until resourceVersion {first_rv} is compacted away"
+    ));
+    let within = EXPIRES_WITHIN.min(f.remaining().saturating_sub(Duration::from_secs(10)));
+    let started = std::time::Instant::now();
+    let mut tick = tokio::time::interval(EXPIRY_POLL);
+    let inconsistent = loop {
+        tick.tick().await;
+        match api.list(&params().continue_token(&first_token)).await {
+            Ok(_) if started.elapsed() < within => {}
+            Ok(_) => fail!(
+                "the continue token of the first page (resourceVersion {first_rv}) was still accepted after {:.0?}; \
+                 expected the server's storage compaction to expire it (410 Expired) within {within:?}",
+                started.elapsed()
+            ),
+            Err(kube::Error::Api(s)) if s.code == 410 && s.reason == "Expired" => {
+                let token = s
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.continue_.clone())
+                    .unwrap_or_default();
+                ensure!(
+                    !token.is_empty(),
+                    "the expired continue token was answered 410 Expired ({}) without a continue token for an \
+                     inconsistent continuation in the Status's metadata",
+                    s.message
+                );
+                f.step(format!("expired after {:.1?}: {}", started.elapsed(), s.message));
+                break token;
+            }
+            Err(e) => fail!(
+                "the first page's continue token was answered {}, expected a page or 410 Expired",
+                render_kube_error(&e)
+            ),
+        }
+    };
+
+    f.step("retrieving the second page with the token from the 410");
+    let second = api.list(&params().continue_token(&inconsistent)).await?;
+    let rv = second.metadata.resource_version.clone().unwrap_or_default();
+    ensure!(
+        rv != first_rv,
+        "the inconsistent continuation answered at resourceVersion {rv}, the compacted first page's; expected a newer one"
+    );
+    ensure!(
+        second.items.len() == limit,
+        "the inconsistent continuation returned {} items, expected {limit}",
+        second.items.len()
+    );
+    let mut found = limit;
+    let mut page = second;
+    for n in 2usize.. {
+        let at = format!("page {n} (limit {limit}, {found} items read before it)");
+        check_remaining(&page, found, &at)?;
+        ensure!(
+            page.items.len() <= limit,
+            "{at}: {} items, more than the limit",
+            page.items.len()
+        );
+        let page_rv = page.metadata.resource_version.clone().unwrap_or_default();
+        ensure!(
+            page_rv == rv,
+            "{at}: resourceVersion {page_rv}, expected the inconsistent continuation's {rv}"
+        );
+        for item in &page.items {
+            let want = template_name(found);
+            ensure!(
+                item.name_any() == want,
+                "{at}: item {found} is {}, expected {want}",
+                item.name_any()
+            );
+            found += 1;
+        }
+        let Some(next) = page.metadata.continue_.clone().filter(|c| !c.is_empty()) else {
+            break;
+        };
+        page = api.list(&params().continue_token(&next)).await?;
+    }
+    ensure!(
+        found == TOTAL,
+        "the continued read returned {found} PodTemplates in all, expected {TOTAL}"
+    );
+    Ok(())
+}
+
+/// Upstream's check of a page: with a continue token, `remainingItemCount` plus this page plus
+/// the `before` items already read is [`TOTAL`]; without one, no `remainingItemCount`.
+fn check_remaining(list: &ObjectList<PodTemplate>, before: usize, at: &str) -> CaseResult {
+    let more = list.metadata.continue_.as_deref().is_some_and(|c| !c.is_empty());
+    match (more, list.metadata.remaining_item_count) {
+        (false, Some(r)) => fail!("{at}: the last page reports remainingItemCount {r}, expected none"),
+        (true, None) => fail!("{at}: a page with a continue token reports no remainingItemCount"),
+        (true, Some(r)) => {
+            let total = usize::try_from(r).unwrap_or(0) + list.items.len() + before;
+            ensure!(
+                total == TOTAL,
+                "{at}: remainingItemCount {r} plus {} on this page plus {before} before adds up to {total}, expected {TOTAL}",
+                list.items.len()
+            );
+            Ok(())
+        }
+        (false, None) => Ok(()),
     }
 }

@@ -30,6 +30,7 @@ pub(super) fn cases() -> Vec<Case> {
         case!(ABSOLUTE_SUBPATH, Kind::Adapted, absolute_subpath),
         case!(BACKTICKS_SUBPATH, Kind::Adapted, backticks_subpath),
         case!(WRITE_SUBPATHS, Kind::Adapted, write_subpaths),
+        case!(FAILING_SUBPATH_FIXED, Kind::Adapted, failing_subpath_fixed),
     ]
 }
 
@@ -95,6 +96,18 @@ async fn expect_config_error(f: &Framework, name: &str, value: &str) -> CaseResu
     let mounts = vec![mount(f, "logscontainer", Some("$(POD_NAME)"))];
     let builder = expansion_pod(f, name, f.target_os().idle_script(), env, mounts);
     f.create_pod(&builder).await?;
+    await_config_error(
+        f,
+        name,
+        &format!("mounting subPathExpr $(POD_NAME) with POD_NAME={value:?}"),
+    )
+    .await
+}
+
+/// Waits for the container of the created pod `name` to wait with reason
+/// CreateContainerConfigError; fails at once if the pod leaves Pending instead. `what` says
+/// what the pod mounts, for the failure message.
+async fn await_config_error(f: &Framework, name: &str, what: &str) -> CaseResult {
     let refused = wc::has_waiting_reason("CreateContainerConfigError");
     let seen = f
         .wait_for_within(
@@ -119,7 +132,7 @@ async fn expect_config_error(f: &Framework, name: &str, value: &str) -> CaseResu
         .and_then(|c| c.state.clone());
     ensure!(
         refused.matches_object(Some(&seen)),
-        "pod {name} on node {} mounting subPathExpr $(POD_NAME) with POD_NAME={value:?}: expected its container to wait with reason CreateContainerConfigError, got phase {} and state {state:?}",
+        "pod {name} on node {} {what}: expected its container to wait with reason CreateContainerConfigError, got phase {} and state {state:?}",
         pod_node(&seen),
         seen.status
             .as_ref()
@@ -174,13 +187,10 @@ async fn backticks_subpath(f: &Framework) -> CaseResult {
 pub(crate) const WRITE_SUBPATHS: &str =
     "[sig-node] Variable Expansion should succeed in writing subpaths in container [Conformance]";
 
-/// The subPath `$(ANNOTATION)/$(POD_NAME)` (an annotation through the downward API, and `foo`)
-/// is `mypath/foo`: a file written there through the whole-volume mount shows in the subPath
-/// mount; changing the annotation later does not disturb the running pod, which then deletes.
-async fn write_subpaths(f: &Framework) -> CaseResult {
-    let os = f.target_os();
-    let name = "var-expansion-write";
-    let annotation = EnvVar {
+/// `ANNOTATION`: the pod's annotation `mysubpath` through the downward API (empty while the
+/// pod has no such annotation).
+fn annotation_var() -> EnvVar {
+    EnvVar {
         name: "ANNOTATION".into(),
         value_from: Some(EnvVarSource {
             field_ref: Some(ObjectFieldSelector {
@@ -190,7 +200,16 @@ async fn write_subpaths(f: &Framework) -> CaseResult {
             ..Default::default()
         }),
         ..Default::default()
-    };
+    }
+}
+
+/// The subPath `$(ANNOTATION)/$(POD_NAME)` (an annotation through the downward API, and `foo`)
+/// is `mypath/foo`: a file written there through the whole-volume mount shows in the subPath
+/// mount; changing the annotation later does not disturb the running pod, which then deletes.
+async fn write_subpaths(f: &Framework) -> CaseResult {
+    let os = f.target_os();
+    let name = "var-expansion-write";
+    let annotation = annotation_var();
     let sub = mount(f, "subpath_mount", Some("$(ANNOTATION)/$(POD_NAME)"));
     let whole = mount(f, "volume_mount", None);
     let written = os.join(&os.join(&os.join(&whole.mount_path, "mypath"), "foo"), "test.log");
@@ -225,6 +244,60 @@ async fn write_subpaths(f: &Framework) -> CaseResult {
         )
         .await?;
     let running = f.wait_pod_ready(name).await?;
+    f.delete_pod_and_wait(&running, &DeleteParams::default(), REFUSED_WITHIN)
+        .await
+}
+
+/// Upstream expansion.go "should verify that a failing subpath expansion can be modified during
+/// the lifecycle of a container".
+pub(crate) const FAILING_SUBPATH_FIXED: &str = "[sig-node] Variable Expansion should verify that a failing subpath \
+     expansion can be modified during the lifecycle of a container [Slow] [Conformance]";
+
+/// How long the refused container must stay refused before the annotation is set (upstream
+/// waits the whole `PodStartShortTimeout` for the pod not to run; here the
+/// CreateContainerConfigError is the positive evidence and this short window follows it).
+const STAYS_REFUSED_FOR: Duration = Duration::from_secs(3);
+
+/// The pod has annotation `notmysubpath` but not `mysubpath`, so `$(ANNOTATION)` is empty and
+/// the kubelet refuses `$(ANNOTATION)/$(POD_NAME)` ("missing value for ANNOTATION"); once the
+/// pod is updated with `mysubpath=mypath` the kubelet's retry expands `mypath/foo` and the pod
+/// runs; it then deletes gracefully.
+async fn failing_subpath_fixed(f: &Framework) -> CaseResult {
+    let os = f.target_os();
+    let name = "var-expansion-fixed";
+    let sub = mount(f, "subpath_mount", Some("$(ANNOTATION)/$(POD_NAME)"));
+    let whole = mount(f, "volume_mount", None);
+    let env = vec![var("POD_NAME", "foo"), annotation_var()];
+    let builder = expansion_pod(f, name, os.idle_script(), env, vec![sub, whole]).annotation("notmysubpath", "mypath");
+    f.create_pod(&builder).await?;
+    let what = "mounting subPathExpr $(ANNOTATION)/$(POD_NAME) without annotation mysubpath";
+    await_config_error(f, name, what).await?;
+    f.consistently(
+        &f.api::<Pod>(),
+        name,
+        |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending") == "Pending",
+        "Pending while annotation mysubpath is missing",
+        STAYS_REFUSED_FOR,
+    )
+    .await?;
+    f.step("setting annotation mysubpath=mypath");
+    f.api::<Pod>()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {"mysubpath": "mypath"}}})),
+        )
+        .await?;
+    let running = f
+        .wait_for_within(
+            &f.api::<Pod>(),
+            name,
+            wc::is_pod_phase("Running"),
+            "to run once annotation mysubpath=mypath makes the subPath mypath/foo",
+            REFUSED_WITHIN,
+        )
+        .await?
+        .ok_or_else(|| CaseError::failed(format!("pod {name} vanished")))?;
     f.delete_pod_and_wait(&running, &DeleteParams::default(), REFUSED_WITHIN)
         .await
 }

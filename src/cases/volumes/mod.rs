@@ -12,11 +12,13 @@ mod csi_inline;
 mod downward;
 mod host_path;
 mod immutable;
+mod nonoptional;
 mod nonroot;
 mod optional;
 mod projected;
 mod same_name;
 mod wrapper;
+mod wrapper_race;
 
 use crate::catalog::Case;
 
@@ -40,5 +42,7 @@ pub fn cases() -> Vec<Case> {
     cases.extend(wrapper::cases());
     cases.extend(atomic_subpath::cases());
     cases.extend(csi_inline::cases());
+    cases.extend(nonoptional::cases());
+    cases.extend(wrapper_race::cases());
     cases
 }

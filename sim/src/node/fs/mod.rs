@@ -73,6 +73,14 @@ pub enum VolumeError {
         /// The Secret.
         name: String,
     },
+    /// A Secret volume's `items` name a key the Secret does not hold.
+    #[error("MountVolume.SetUp failed for volume \"{volume}\" : references non-existent secret key: {key}")]
+    SecretKeyNotFound {
+        /// The volume.
+        volume: String,
+        /// The missing key.
+        key: String,
+    },
     /// The API could not be read.
     #[error("MountVolume.SetUp failed for volume \"{volume}\" : reading {what} failed")]
     Api {

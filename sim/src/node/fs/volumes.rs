@@ -259,7 +259,9 @@ impl PodVolumes {
             let mode = s.default_mode.unwrap_or(DEFAULT_MODE);
             let name = s.secret_name.clone().unwrap_or_default();
             let items = s.items.clone().unwrap_or_default();
-            let data = Self::secret_data(client, ns, &v.name, &name, s.optional.unwrap_or(false)).await?;
+            let optional = s.optional.unwrap_or(false);
+            let data = Self::secret_data(client, ns, &v.name, &name, optional, faults).await?;
+            secret_keys_present(&v.name, data.as_ref(), &items, optional, faults)?;
             add_items(&mut out, data.as_ref(), &items, mode);
             return Ok(Some(out));
         }
@@ -291,7 +293,9 @@ impl PodVolumes {
                 }
                 if let Some(s) = &src.secret {
                     let items = s.items.clone().unwrap_or_default();
-                    let data = Self::secret_data(client, ns, &v.name, &s.name, s.optional.unwrap_or(false)).await?;
+                    let optional = s.optional.unwrap_or(false);
+                    let data = Self::secret_data(client, ns, &v.name, &s.name, optional, faults).await?;
+                    secret_keys_present(&v.name, data.as_ref(), &items, optional, faults)?;
                     add_items(&mut out, data.as_ref(), &items, mode);
                 }
                 if let Some(d) = &src.downward_api {
@@ -360,14 +364,17 @@ impl PodVolumes {
         Ok(Some(data))
     }
 
-    /// A Secret's decoded `data` (and `stringData`), `None` when it is missing and optional.
+    /// A Secret's decoded `data` (and `stringData`), `None` when it is missing and optional
+    /// (or, with the `kubelet-ignores-missing-secret` fault, missing at all).
     async fn secret_data(
         client: &kube::Client,
         ns: &str,
         volume: &str,
         name: &str,
         optional: bool,
+        faults: &Faults,
     ) -> Result<Option<BTreeMap<String, Vec<u8>>>, VolumeError> {
+        let optional = optional || faults.is_on("kubelet-ignores-missing-secret");
         let api: Api<Secret> = Api::namespaced(client.clone(), ns);
         let s = api.get_opt(name).await.map_err(|source| VolumeError::Api {
             volume: volume.into(),
@@ -468,6 +475,30 @@ impl PodVolumes {
 /// API's default 420 = 0644).
 const DEFAULT_MODE: i32 = 0o644;
 
+/// The kubelet's check on a Secret volume's `items` (`secret.MakePayload` in
+/// `pkg/volume/secret/secret.go`, also used by projected volumes): a key the Secret does not
+/// hold fails the mount with "references non-existent secret key: KEY" unless the source is
+/// optional. The `kubelet-ignores-missing-secret` fault skips the check (the key is left out).
+fn secret_keys_present(
+    volume: &str,
+    data: Option<&BTreeMap<String, Vec<u8>>>,
+    items: &[k8s_openapi::api::core::v1::KeyToPath],
+    optional: bool,
+    faults: &Faults,
+) -> Result<(), VolumeError> {
+    let Some(data) = data else { return Ok(()) };
+    if optional || faults.is_on("kubelet-ignores-missing-secret") {
+        return Ok(());
+    }
+    match items.iter().find(|it| !data.contains_key(&it.key)) {
+        Some(it) => Err(VolumeError::SecretKeyNotFound {
+            volume: volume.into(),
+            key: it.key.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Adds a ConfigMap's or Secret's keys to `out`: every key, or only `items` (mapped to their
 /// paths, with their own modes) when given.
 fn add_items(
@@ -510,6 +541,32 @@ fn downward_value(item: &k8s_openapi::api::core::v1::DownwardAPIVolumeFile, fiel
 mod tests {
     use super::*;
     use crate::node::fs::FsView;
+
+    fn key(k: &str) -> k8s_openapi::api::core::v1::KeyToPath {
+        k8s_openapi::api::core::v1::KeyToPath {
+            key: k.into(),
+            path: format!("{k}-file"),
+            mode: None,
+        }
+    }
+
+    #[test]
+    fn a_missing_secret_key_fails_the_mount_unless_optional() {
+        let data: BTreeMap<String, Vec<u8>> = [("data-1".to_string(), b"value-1".to_vec())].into();
+        let faults = Faults::default();
+        assert!(secret_keys_present("v", Some(&data), &[key("data-1")], false, &faults).is_ok());
+        assert!(secret_keys_present("v", Some(&data), &[], false, &faults).is_ok());
+        let err = secret_keys_present("v", Some(&data), &[key("data-1"), key("data_4")], false, &faults)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "MountVolume.SetUp failed for volume \"v\" : references non-existent secret key: data_4"
+        );
+        assert!(secret_keys_present("v", Some(&data), &[key("data_4")], true, &faults).is_ok());
+        let ignoring = Faults::parse("kubelet-ignores-missing-secret").unwrap();
+        assert!(secret_keys_present("v", Some(&data), &[key("data_4")], false, &ignoring).is_ok());
+    }
 
     #[test]
     fn a_mapped_host_pipe_shows_in_the_containers_pipe_namespace_only() {
