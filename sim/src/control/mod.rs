@@ -14,6 +14,7 @@ mod endpoints;
 mod error;
 pub mod events;
 mod gc;
+mod history;
 mod informer;
 mod job;
 mod mirroring;
