@@ -123,6 +123,14 @@ impl Os {
         }
     }
 
+    /// A shell script that removes the file `path` (no error when it is absent on Linux).
+    pub fn remove_file(self, path: &str) -> String {
+        match self {
+            Os::Linux => format!("rm -f {path}"),
+            Os::Windows => format!("del {path}"),
+        }
+    }
+
     /// A shell script that keeps a container running until it is killed.
     ///
     /// Windows: upstream Windows e2e pods idle with `ping -t localhost` (`timeout /t` refuses

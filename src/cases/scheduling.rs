@@ -62,7 +62,7 @@ pub fn cases() -> Vec<Case> {
 
 /// Sets (or with `None` removes) label `key` on `node`, then reads the node back and checks
 /// (upstream `AddOrUpdateLabelOnNode` + `ExpectNodeHasLabel`, `RemoveLabelOffNode`).
-async fn set_node_label(f: &Framework, node: &str, key: &str, value: Option<&str>) -> CaseResult {
+pub(crate) async fn set_node_label(f: &Framework, node: &str, key: &str, value: Option<&str>) -> CaseResult {
     let nodes = f.api_all::<Node>();
     let patch = json!({"metadata": {"labels": {key: value}}});
     nodes
@@ -79,7 +79,7 @@ async fn set_node_label(f: &Framework, node: &str, key: &str, value: Option<&str
 
 /// Runs `body` with label `key=value` on each of `nodes`, then removes the labels whatever
 /// `body` returned (a case's failure must not leave labels on shared nodes).
-async fn with_labels<F, Fut>(f: &Framework, nodes: &[(String, String)], key: &str, body: F) -> CaseResult
+pub(crate) async fn with_labels<F, Fut>(f: &Framework, nodes: &[(String, String)], key: &str, body: F) -> CaseResult
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = CaseResult>,

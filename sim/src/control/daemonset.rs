@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodTemplateSpec,
     Toleration,
@@ -20,6 +20,7 @@ use serde_json::json;
 use super::deployment::resolve_int_or_percent;
 use super::error::{ApiContext, Result};
 use super::events::{EventType, Recorder};
+use super::history;
 use super::informer::{Informer, Requeue, reconcile_each};
 use super::plane::{Component, Ctx};
 use super::predicates::{matches_node_selector_and_affinity, untolerated_taint};
@@ -29,6 +30,18 @@ use super::writes::{create_owned_pod, delete_owned_pod, patch_status};
 
 /// The label carrying the template revision of a daemon (and stateful) pod.
 pub const CONTROLLER_REVISION_HASH: &str = "controller-revision-hash";
+/// The label carrying the DaemonSet generation a daemon pod was created at.
+pub const POD_TEMPLATE_GENERATION: &str = "pod-template-generation";
+
+/// Upstream `IsPodUpdated`: a daemon pod is of the current template when its hash label is the
+/// current revision's or it was created at the DaemonSet's current generation.
+pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
+    let labels = pod.labels();
+    let hash_matches = !hash.is_empty() && labels.get(CONTROLLER_REVISION_HASH).map(String::as_str) == Some(hash);
+    let generation_matches =
+        generation.is_some_and(|g| labels.get(POD_TEMPLATE_GENERATION).map(String::as_str) == Some(&g.to_string()));
+    hash_matches || generation_matches
+}
 
 /// The tolerations upstream adds to every daemon pod (and, for host-network pods,
 /// network-unavailable), so daemons keep running through node trouble and on cordoned nodes.
@@ -56,13 +69,13 @@ pub fn daemon_tolerations(host_network: bool) -> Vec<Toleration> {
 
 /// The template of the daemon pod for `node`: tolerations added and a required
 /// `metadata.name` affinity to the node (upstream's ReplaceDaemonSetPodNodeNameNodeAffinity).
-pub fn daemon_template(template: &PodTemplateSpec, node: &str, hash: &str) -> PodTemplateSpec {
+pub fn daemon_template(template: &PodTemplateSpec, node: &str, hash: &str, generation: Option<i64>) -> PodTemplateSpec {
     let mut t = template.clone();
-    t.metadata
-        .get_or_insert_default()
-        .labels
-        .get_or_insert_default()
-        .insert(CONTROLLER_REVISION_HASH.into(), hash.into());
+    let labels = t.metadata.get_or_insert_default().labels.get_or_insert_default();
+    labels.insert(CONTROLLER_REVISION_HASH.into(), hash.into());
+    if let Some(g) = generation {
+        labels.insert(POD_TEMPLATE_GENERATION.into(), g.to_string());
+    }
     let spec = t.spec.get_or_insert_default();
     let host_network = spec.host_network == Some(true);
     let tolerations = spec.tolerations.get_or_insert_default();
@@ -190,9 +203,11 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let pods = ctx.informers.get::<Pod>();
     let nodes = ctx.informers.get::<Node>();
     let recorder = ctx.recorder(Component::DaemonSet);
+    let revisions = ctx.informers.get::<ControllerRevision>();
     let caches = async {
         sets.ready().await?;
         pods.ready().await?;
+        revisions.ready().await?;
         nodes.ready().await
     };
     let changes = vec![sets.subscribe(), pods.subscribe(), nodes.subscribe()];
@@ -215,8 +230,19 @@ async fn sync(
     let name = ds.name_any();
     let Some(spec) = ds.spec.as_ref() else { return Ok(()) };
     let template = &spec.template;
-    let hash = template_hash(template, ds.status.as_ref().and_then(|s| s.collision_count));
+    let generation = ds.metadata.generation;
     let owned = claim_pods(ctx, ds.as_ref(), Some(&spec.selector), pods.in_namespace(&ns)).await?;
+    let deleting = ds.metadata.deletion_timestamp.is_some();
+    // `revisions-not-written=daemonset`: a controller that keeps no ControllerRevisions.
+    let history = if deleting || ctx.cfg.faults.applies_to("revisions-not-written", "daemonset") {
+        None
+    } else {
+        Some(history::construct(ctx, ds, &owned).await?)
+    };
+    let hash = history.as_ref().map_or_else(
+        || template_hash(template, ds.status.as_ref().and_then(|s| s.collision_count)),
+        |h| h.hash.clone(),
+    );
     let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
     for p in owned {
         if let Some(n) = pod_node(&p) {
@@ -224,7 +250,6 @@ async fn sync(
         }
     }
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let deleting = ds.metadata.deletion_timestamp.is_some();
     let min_ready = spec.min_ready_seconds.unwrap_or(0);
     let now = ctx.now();
     let mut to_create: Vec<String> = Vec::new();
@@ -278,7 +303,7 @@ async fn sync(
                 if !is_available(&keep, min_ready, now) {
                     unavailable += 1;
                 }
-                if keep.labels().get(CONTROLLER_REVISION_HASH) != Some(&hash) {
+                if !is_pod_updated(&keep, &hash, generation) {
                     old_pods.push(keep);
                 }
             }
@@ -299,7 +324,9 @@ async fn sync(
             .and_then(|s| s.type_.as_deref())
             .unwrap_or("RollingUpdate")
             == "RollingUpdate";
-        if rolling && !old_pods.is_empty() {
+        // `rollout-stuck=daemonset`: a controller that never replaces pods of an old template.
+        let stuck = ctx.cfg.faults.applies_to("rollout-stuck", "daemonset");
+        if rolling && !stuck && !old_pods.is_empty() {
             let desired = nodes.iter().filter(|n| runs_on(ctx, template, n)).count() as i32;
             let max_unavailable = resolve_int_or_percent(
                 spec.update_strategy
@@ -325,7 +352,7 @@ async fn sync(
             }
         }
         for node_name in &to_create {
-            let t = daemon_template(template, node_name, &hash);
+            let t = daemon_template(template, node_name, &hash, generation);
             let pod = pod_from_template(&t, &ns, owner_ref(ds.as_ref()), None, Some(generate_name_prefix(&name)));
             create_owned_pod(recorder, pods, &api, ds.as_ref(), &pod)
                 .await
@@ -335,6 +362,14 @@ async fn sync(
             delete_owned_pod(recorder, &api, ds.as_ref(), p, &DeleteParams::default(), Some(pods))
                 .await
                 .ctx("delete", || format!("pod {ns}/{}", p.name_any()))?;
+        }
+        if let Some(h) = &history {
+            let live: Vec<Arc<Pod>> = pods
+                .in_namespace(&ns)
+                .into_iter()
+                .filter(|p| super::util::controlled_by(&p.metadata, &ds.metadata.uid.clone().unwrap_or_default()))
+                .collect();
+            history::cleanup(ctx, ds, &h.old, &live).await?;
         }
     }
     update_status(ctx, pods, nodes, ds, &hash, requeue).await
@@ -386,7 +421,7 @@ async fn update_status(
         } else if is_ready(p) {
             requeue.after(Duration::from_secs(1));
         }
-        if p.labels().get(CONTROLLER_REVISION_HASH).map(String::as_str) == Some(hash) {
+        if is_pod_updated(p, hash, ds.metadata.generation) {
             updated += 1;
         }
     }
@@ -475,7 +510,7 @@ mod tests {
         let t = template(
             json!({"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}),
         );
-        let d = daemon_template(&t, "n7", "h");
+        let d = daemon_template(&t, "n7", "h", Some(3));
         let spec = d.spec.as_ref().unwrap();
         let terms = &spec
             .affinity
@@ -493,7 +528,9 @@ mod tests {
             &vec!["n7".to_owned()]
         );
         assert_eq!(spec.tolerations.as_ref().unwrap().len(), 6);
-        assert_eq!(d.metadata.unwrap().labels.unwrap()[CONTROLLER_REVISION_HASH], "h");
+        let labels = d.metadata.unwrap().labels.unwrap();
+        assert_eq!(labels[CONTROLLER_REVISION_HASH], "h");
+        assert_eq!(labels[POD_TEMPLATE_GENERATION], "3");
         let pod = Pod {
             spec: Some(spec.clone()),
             ..Pod::default()

@@ -15,6 +15,7 @@ mod endpoints;
 mod error;
 pub mod events;
 mod gc;
+mod history;
 mod informer;
 mod job;
 mod job_failure_policy;

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -111,7 +111,10 @@ async fn sync(
     let Some(spec) = set.spec.as_ref() else { return Ok(()) };
     let status = set.status.clone().unwrap_or_default();
     let update_revision = revision_name(&name, &template_hash(&spec.template, status.collision_count));
-    ensure_revision(ctx, set, &update_revision).await?;
+    // `revisions-not-written=statefulset`: a controller that keeps no ControllerRevisions.
+    if !ctx.cfg.faults.applies_to("revisions-not-written", "statefulset") {
+        ensure_revision(ctx, set, &update_revision).await?;
+    }
     let current_revision = status
         .current_revision
         .clone()
@@ -126,9 +129,11 @@ async fn sync(
             by_ordinal.insert(o, p);
         }
     }
-    // `statefulset-unordered`: a controller that manages every set as if it were Parallel.
-    let parallel =
-        spec.pod_management_policy.as_deref() == Some("Parallel") || ctx.cfg.faults.is_on("statefulset-unordered");
+    // `statefulset-unordered`: a controller that manages every set as if it were Parallel;
+    // `statefulset-parallel-ignored`: one that manages every set as if it were OrderedReady.
+    let parallel = (spec.pod_management_policy.as_deref() == Some("Parallel")
+        && !ctx.cfg.faults.is_on("statefulset-parallel-ignored"))
+        || ctx.cfg.faults.is_on("statefulset-unordered");
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let deleting = set.metadata.deletion_timestamp.is_some();
 
@@ -209,7 +214,9 @@ async fn sync(
             .and_then(|r| r.partition)
             .unwrap_or(0);
         let all_healthy = (start..start + replicas).all(|o| by_ordinal.get(&o).is_some_and(|p| running_and_ready(p)));
-        if rolling && all_healthy {
+        // `rollout-stuck=statefulset`: a controller that never replaces pods of an old template.
+        let stuck = ctx.cfg.faults.applies_to("rollout-stuck", "statefulset");
+        if rolling && all_healthy && !stuck {
             let stale = (start..start + replicas)
                 .rev()
                 .filter(|o| *o - start >= partition)
@@ -353,22 +360,33 @@ async fn ensure_claims(ctx: &Ctx, recorder: &Recorder, set: &StatefulSet, ordina
 }
 
 /// Records the template as a ControllerRevision (what `kubectl rollout history` lists).
+///
+/// As upstream `getStatefulSetRevisions`: a template equal to an older revision's (a rollback)
+/// reuses that revision, renumbered to follow the newest.
 async fn ensure_revision(ctx: &Ctx, set: &StatefulSet, revision: &str) -> Result<()> {
     let ns = set.namespace().unwrap_or_default();
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
     let cache = ctx.informers.get::<ControllerRevision>();
-    if cache.get(Some(&ns), revision).is_some() {
-        return Ok(());
-    }
     let uid = set.metadata.uid.clone().unwrap_or_default();
-    let number = cache
+    let others_max = cache
         .in_namespace(&ns)
         .iter()
-        .filter(|r| super::util::controlled_by(&r.metadata, &uid))
+        .filter(|r| super::util::controlled_by(&r.metadata, &uid) && r.name_any() != revision)
         .map(|r| r.revision)
         .max()
-        .unwrap_or(0)
-        + 1;
+        .unwrap_or(0);
+    if let Some(existing) = cache.get(Some(&ns), revision) {
+        if existing.revision < others_max {
+            let patch = json!({"revision": others_max + 1});
+            let renumbered = api
+                .patch(revision, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .ctx("patch", || format!("controllerrevision {ns}/{revision}"))?;
+            cache.wait_for_write(&renumbered).await;
+        }
+        return Ok(());
+    }
+    let number = others_max + 1;
     let spec = set.spec.as_ref().expect("caller checked the spec");
     let mut labels = spec.selector.match_labels.clone().unwrap_or_default();
     labels.insert(

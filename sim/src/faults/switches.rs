@@ -353,6 +353,24 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the DaemonSet controller leaves Failed daemon pods in place instead of replacing them",
     },
     Switch {
+        name: "revisions-not-written",
+        arg: Arg::Value("daemonset|statefulset"),
+        breaks: "that controller writes no ControllerRevisions for its template history (its pods still get a \
+                 controller-revision-hash label), as a kube-controller-manager whose history writes are lost",
+    },
+    Switch {
+        name: "rollout-stuck",
+        arg: Arg::Value("daemonset|statefulset"),
+        breaks: "that controller ignores template changes: pods of an old template are never replaced \
+                 (new pods still get the new template), as a controller stuck on its old revision",
+    },
+    Switch {
+        name: "statefulset-parallel-ignored",
+        arg: Arg::None,
+        breaks: "the StatefulSet controller manages Parallel sets as OrderedReady: it creates one pod at a time and \
+                 halts while one is unready",
+    },
+    Switch {
         name: "run-as-username-ignored",
         arg: Arg::None,
         breaks: "the Windows runtime ignores runAsUserName: containers run as the image's default user",

@@ -34,7 +34,7 @@ pub(super) fn cases() -> Vec<Case> {
 }
 
 /// Upstream's DaemonSet name.
-const DS_NAME: &str = "daemon-set";
+pub(super) const DS_NAME: &str = "daemon-set";
 /// Upstream `retry.DefaultRetry`'s attempts on a conflict.
 const ATTEMPTS: u32 = 5;
 
@@ -42,7 +42,7 @@ const ATTEMPTS: u32 = 5;
 /// and its pods) and waits until a ready pod runs on every node of the target OS and the
 /// status says so (upstream `CheckDaemonStatus`). The label value carries the case namespace,
 /// so a list across namespaces finds this case's DaemonSet only.
-async fn create_ready(f: &Framework) -> Result<(DaemonSet, String), CaseError> {
+pub(super) async fn create_ready(f: &Framework) -> Result<(DaemonSet, String), CaseError> {
     let mut ds = daemon_set(DS_NAME, daemon_template(f, DS_NAME)?);
     let value = format!("{DS_NAME}-{}", f.ns());
     for labels in [

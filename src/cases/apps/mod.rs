@@ -7,12 +7,15 @@
 //! right image; a DaemonSet covers exactly the nodes of that OS.
 
 mod batch;
+mod controller_revision;
 mod controllers;
 mod daemonset_api;
 mod deployment_rollout;
 mod job_policy;
+mod daemonset_update;
 mod service_types;
 mod services;
+mod statefulset_update;
 
 use k8s_openapi::api::core::v1::{ExecAction, Probe};
 
@@ -27,6 +30,9 @@ pub fn cases() -> Vec<Case> {
     cases.extend(daemonset_api::cases());
     cases.extend(deployment_rollout::cases());
     cases.extend(job_policy::cases());
+    cases.extend(controller_revision::cases());
+    cases.extend(daemonset_update::cases());
+    cases.extend(statefulset_update::cases());
     cases.extend(services::cases());
     cases.extend(service_types::cases());
     cases
@@ -72,6 +78,20 @@ impl ReadyFile {
             wrote.exit_code == 0,
             "writing the readiness file in {pod} failed: {:?}",
             wrote.stderr
+        );
+        Ok(())
+    }
+
+    /// Removes the file in pod `pod`, which makes it unready at its next probe (upstream
+    /// `breakHTTPProbe` moves the page its HTTP probe reads away).
+    async fn remove(&self, f: &Framework, pod: &str) -> CaseResult {
+        let removed = f
+            .exec_shell(pod, None, self.os, &self.os.remove_file(&self.file))
+            .await?;
+        crate::ensure!(
+            removed.exit_code == 0,
+            "removing the readiness file in {pod} failed: {:?}",
+            removed.stderr
         );
         Ok(())
     }

@@ -269,7 +269,16 @@ impl Interp {
                 }
                 "rm" | "del" if (name == "rm" && self.has_applet("rm")) || (name == "del" && cmd_builtin) => {
                     let mut code = 0;
-                    for a in args.iter().filter(|a| !a.starts_with('-') && !a.starts_with('/')) {
+                    // `rm` takes `-f`-style flags and absolute paths start with `/`; `del` takes
+                    // `/f`-style switches.
+                    let flag = |a: &&String| {
+                        if name == "rm" {
+                            a.starts_with('-')
+                        } else {
+                            a.starts_with('/')
+                        }
+                    };
+                    for a in args.iter().filter(|a| !flag(a)) {
                         if let Err(e) = self.ctx.fs.remove(&self.abs(a)) {
                             self.fs_error(io, &name, a, &e);
                             code = 1;

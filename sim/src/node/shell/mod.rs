@@ -395,6 +395,18 @@ mod run_tests {
     }
 
     #[tokio::test]
+    async fn rm_takes_absolute_paths_and_del_takes_switches() {
+        let (c, out, _d) = ctx(Os::Linux, AGNHOST, 180);
+        let script = "echo x > /mnt/rw/g && rm -f /mnt/rw/g && cat /mnt/rw/g";
+        assert_eq!(programs::run(c, argv(&["sh", "-c", script]), None).await, 1);
+        assert!(text(&out).contains("No such file"), "{}", text(&out));
+        let (c, out, _d) = ctx(Os::Windows, AGNHOST, 181);
+        let script = "echo x> C:\\mnt\\rw\\g & del /f C:\\mnt\\rw\\g & type C:\\mnt\\rw\\g";
+        assert_eq!(programs::run(c, argv(&["cmd", "/c", script]), None).await, 1);
+        assert!(!text(&out).contains('x'), "{}", text(&out));
+    }
+
+    #[tokio::test]
     async fn read_only_mount_denies_writes_on_windows() {
         let (c, out, _d) = ctx(Os::Windows, AGNHOST, 103);
         let code = programs::run(
