@@ -254,8 +254,37 @@ pub struct SimCluster {
 }
 
 /// Address blocks already taken by a cluster of this process (see [`SimCluster::start`]).
-static USED_BLOCKS: std::sync::Mutex<std::collections::BTreeSet<u8>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
+/// `None` while a cluster holds the block, the time it was shut down afterwards.
+static USED_BLOCKS: std::sync::Mutex<std::collections::BTreeMap<u8, Option<std::time::Instant>>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// How long a shut-down cluster's block rests before this process starts another cluster on
+/// it: its API server, proxies and DNS close their sockets asynchronously, and a successor must
+/// never race them. A process that starts more clusters than there are blocks (the can-fail
+/// harness starts one per fault set) reuses the blocks of those it has shut down.
+const BLOCK_REST: Duration = Duration::from_secs(30);
+
+/// Takes `block` for a new cluster of this process, when it is free: never used, or shut
+/// down at least [`BLOCK_REST`] ago.
+fn take_block(block: u8) -> bool {
+    let mut used = USED_BLOCKS.lock().expect("used blocks lock");
+    match used.get(&block) {
+        Some(None) => false,
+        Some(Some(released)) if released.elapsed() < BLOCK_REST => false,
+        _ => {
+            used.insert(block, None);
+            true
+        }
+    }
+}
+
+/// Marks `block` free again (from now on, after [`BLOCK_REST`]).
+fn release_block(block: u8) {
+    USED_BLOCKS
+        .lock()
+        .expect("used blocks lock")
+        .insert(block, Some(std::time::Instant::now()));
+}
 
 /// Picks the first block to try: spread by process id so parallel test binaries rarely collide
 /// (a collision only costs a retry on the next block).
@@ -295,11 +324,11 @@ impl SimCluster {
         for i in 0..span {
             let offset = u8::try_from((start + i) % span).expect("the offset is below the span");
             let block = AddressBlock(addr::FIRST_BLOCK + offset);
-            // A block serves one cluster per process. A stopped cluster frees its pods'
-            // addresses (tests/sim_shutdown.rs), but its API server, proxies and DNS close their
-            // sockets asynchronously; a fresh block means a successor never races them (test
-            // harnesses start dozens of clusters in turn, and there are 40 blocks).
-            if !USED_BLOCKS.lock().expect("used blocks lock").insert(block.0) {
+            // A block serves one cluster at a time in this process, and rests after its cluster
+            // shut down (see [`BLOCK_REST`]): a stopped cluster frees its pods' addresses
+            // (tests/sim_shutdown.rs), but its API server, proxies and DNS close their sockets
+            // asynchronously.
+            if !take_block(block.0) {
                 continue;
             }
             let api_cfg = ApiConfig::new(block)
@@ -468,6 +497,7 @@ impl SimCluster {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.control.stopped()).await;
         self.api.shutdown().await;
         let _ = std::fs::remove_dir_all(&self.workdir);
+        release_block(self.block.0);
     }
 }
 
