@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::restart::supervise;
 use super::{Ctr, Kubelet, PodRt, Role};
@@ -19,10 +19,14 @@ fn as_container(ec: &EphemeralContainer) -> Container {
     if let Some(m) = v.as_object_mut() {
         m.remove("targetContainerName");
     }
-    serde_json::from_value(v).unwrap_or_else(|_| Container {
-        name: ec.name.clone(),
-        image: ec.image.clone(),
-        ..Default::default()
+    serde_json::from_value(v).unwrap_or_else(|e| {
+        // The two types share their fields; a failure here is a bug, reported rather than hidden.
+        warn!(container = %ec.name, error = %e, "ephemeral container fields not carried over; running it with name and image only");
+        Container {
+            name: ec.name.clone(),
+            image: ec.image.clone(),
+            ..Default::default()
+        }
     })
 }
 
