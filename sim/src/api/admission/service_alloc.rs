@@ -38,7 +38,35 @@ fn in_use(st: &AppState, except: Option<&Value>) -> (Vec<Ipv4Addr>, Vec<i64>) {
     (ips, ports)
 }
 
-/// Allocates (or checks a requested) ClusterIP and NodePorts.
+/// The size of the low band of the service range that dynamic allocation only uses once the
+/// rest is full: upstream's `min(max(16, size/16), 256)`, 256 for our /20. Keeping requested
+/// (static) addresses such as the DNS Service's out of the way of dynamic ones is upstream's
+/// reason; ours is also that a random pick, unlike "lowest free", seldom hands a just-freed
+/// address to the next Service while kube-proxies may still hold the old one.
+const STATIC_BAND: u16 = 256;
+
+/// The number of addresses in the service range (a /20), network and broadcast included.
+const RANGE: u16 = 16 * 256;
+
+/// A free ClusterIP picked as upstream's allocator does: from a random offset in the upper band,
+/// then in the lower band (1 is the kubernetes Service and 10 the DNS Service; both are only ever
+/// requested).
+fn free_cluster_ip(block: crate::addr::AddressBlock, in_use: &[Ipv4Addr]) -> Option<Ipv4Addr> {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    [(STATIC_BAND, RANGE - 1), (2, STATIC_BAND)].into_iter().find_map(|(lo, hi)| {
+        let span = hi - lo;
+        let start = rng.random_range(0..span);
+        (0..span)
+            .map(|k| lo + (start + k) % span)
+            .filter(|n| *n != 10)
+            .filter_map(|n| block.service(n))
+            .find(|ip| !in_use.contains(ip))
+    })
+}
+
+/// Allocates (or checks a requested) ClusterIP and NodePorts. Callers hold
+/// [`AppState::alloc`] until the object is stored, so two writes never take the same address.
 pub(super) fn allocate(st: &AppState, svc: &mut Value, old: Option<&Value>) -> ApiResult<()> {
     let block = st.cfg.block;
     let ty = svc
@@ -61,11 +89,7 @@ pub(super) fn allocate(st: &AppState, svc: &mut Value, old: Option<&Value>) -> A
     if requested == "None" {
         svc["spec"]["clusterIPs"] = json!(["None"]);
     } else if requested.is_empty() {
-        // 1 is the kubernetes Service and 10 the DNS Service; both are only ever requested.
-        let free = (2..4094u16)
-            .filter(|n| *n != 10)
-            .filter_map(|n| block.service(n))
-            .find(|ip| !ips.contains(ip))
+        let free = free_cluster_ip(block, &ips)
             .ok_or_else(|| ApiError::internal("failed to allocate a serviceIP: range is full"))?;
         svc["spec"]["clusterIP"] = json!(free.to_string());
         svc["spec"]["clusterIPs"] = json!([free.to_string()]);
@@ -152,7 +176,9 @@ mod tests {
         let def = find("", "v1", "services").unwrap();
         let mut s = json!({"metadata": {"name": "a", "uid": "u1"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}});
         on_create(&st, def, &mut s).unwrap();
-        assert_eq!(s["spec"]["clusterIP"], "127.200.96.2");
+        let ip: Ipv4Addr = s["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
+        assert!(ip >= "127.200.97.0".parse::<Ipv4Addr>().unwrap(), "dynamic band: {ip}");
+        assert!(st.cfg.block.is_service_ip(ip), "{ip}");
         assert_eq!(s["spec"]["ports"][0]["nodePort"], 30080);
         st.store.create("/services", "default", "a", s).unwrap();
         let mut dup = json!({"metadata": {"name": "b", "uid": "u2"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}});

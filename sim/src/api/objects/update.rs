@@ -246,6 +246,14 @@ pub async fn commit(
         crate::api::defaults::pod_spec(spec);
     }
     webhook::mutate(st, &attrs, Some(&mut new)).await?;
+    // An update can allocate too (a Service turned from ExternalName to ClusterIP, new
+    // NodePorts): as on create, the allocation lock is held until the write lands, else a
+    // concurrent create takes the same address and both Services share one ClusterIP.
+    let _alloc = if (def.group, def.plural) == ("", "services") {
+        Some(st.alloc.lock().await)
+    } else {
+        None
+    };
     if sub.is_none() {
         admission::on_update(st, def, old, &mut new)?;
     }
