@@ -502,6 +502,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "each container of a pod gets a private emptyDir instead of the pod's shared one",
     },
     Switch {
+        name: "memory-volume-size-ignored",
+        arg: Arg::None,
+        breaks: "Linux kubelets size a memory-backed emptyDir's tmpfs to node allocatable memory, ignoring its \
+                 sizeLimit and the pod's memory limit (SizeMemoryBackedVolumes off)",
+    },
+    Switch {
         name: "named-pipes-as-directories",
         arg: Arg::None,
         breaks: "Windows kubelets mount a hostPath named pipe (\\\\.\\pipe\\NAME) as an empty directory instead of mapping the host's pipe (a runtime without named-pipe support)",

@@ -12,6 +12,7 @@ mod csi_inline;
 mod downward;
 mod host_path;
 mod immutable;
+mod memory_size;
 mod nonoptional;
 mod nonroot;
 mod optional;
@@ -44,5 +45,6 @@ pub fn cases() -> Vec<Case> {
     cases.extend(csi_inline::cases());
     cases.extend(nonoptional::cases());
     cases.extend(wrapper_race::cases());
+    cases.extend(memory_size::cases());
     cases
 }

@@ -187,6 +187,7 @@ mod tests {
                 host: dir.clone(),
                 read_only: true,
                 pipe: None,
+                tmpfs_bytes: None,
             }],
             Arc::new(Faults::default()),
         );

@@ -22,6 +22,9 @@ pub struct Mount {
     /// For a host named pipe mapped into the container: the pipe's name in the container's pipe
     /// namespace (`at` and `host` are then unused).
     pub pipe: Option<String>,
+    /// For a tmpfs (an emptyDir of medium Memory on Linux): its size in bytes, which `df`
+    /// reports; other mounts show the node's disk.
+    pub tmpfs_bytes: Option<u64>,
 }
 
 /// One container's view of its file system.
@@ -341,6 +344,13 @@ impl FsView {
         Ok(out.into_values().collect())
     }
 
+    /// The file mounts, in mount order (shortest path first, as `/proc/mounts` lists them).
+    pub fn mount_table(&self) -> Vec<&Mount> {
+        let mut out: Vec<&Mount> = self.mounts.iter().collect();
+        out.sort_by_key(|m| m.at.len());
+        out
+    }
+
     /// Bytes used under the container's writable layer (for `rootfs.usedBytes`).
     pub fn rootfs_used(&self) -> u64 {
         dir_size(&self.rootfs)
@@ -386,6 +396,7 @@ mod tests {
                 host: dir.join("vol"),
                 read_only: ro,
                 pipe: None,
+                tmpfs_bytes: None,
             }],
             Arc::new(Faults::default()),
         )

@@ -33,6 +33,8 @@ pub struct VolumeDir {
     pub empty_dir: bool,
     /// For a hostPath naming a host named pipe (`\\.\pipe\NAME` on Windows): the pipe.
     pub pipe: Option<String>,
+    /// For an emptyDir of medium Memory on Linux, the size of its tmpfs in bytes.
+    pub tmpfs_bytes: Option<u64>,
 }
 
 /// A pod's volumes, as the kubelet set them up.
@@ -45,6 +47,53 @@ pub struct PodVolumes {
     pub faults: Arc<Faults>,
 }
 
+/// The size of a memory-backed emptyDir's tmpfs, as the kubelet computes it
+/// (pkg/volume/emptydir `calculateEmptyDirMemorySize`, SizeMemoryBackedVolumes GA): node
+/// allocatable memory, lowered to the pod's memory limit when every container has one, lowered
+/// to the volume's `sizeLimit` when that is smaller; zero or larger values are ignored.
+pub fn memory_empty_dir_size(
+    allocatable: u64,
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    size_limit: Option<&str>,
+) -> u64 {
+    let limit = |c: &Container| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|l| l.get("memory"))
+            .and_then(|q| crate::node::runtime::parse_quantity(&q.0))
+            .map(|b| b as u64)
+    };
+    // The pod cgroup's memory limit (ResourceConfigForPod): set only when every app container
+    // has one; the larger of their sum and any init container's limit.
+    let apps: Option<Vec<u64>> = spec.containers.iter().map(limit).collect();
+    let pod_limit = apps.map(|a| {
+        let inits = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .filter_map(limit)
+            .max()
+            .unwrap_or(0);
+        a.iter().sum::<u64>().max(inits)
+    });
+    let mut size = allocatable;
+    for cap in [
+        pod_limit,
+        size_limit
+            .and_then(crate::node::runtime::parse_quantity)
+            .map(|b| b as u64),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if cap > 0 && cap <= size {
+            size = cap;
+        }
+    }
+    size
+}
+
 /// What the kubelet needs to resolve downward API fields.
 pub trait FieldSource: Send + Sync {
     /// The value of a `fieldRef.fieldPath`.
@@ -54,7 +103,12 @@ pub trait FieldSource: Send + Sync {
 }
 
 impl PodVolumes {
-    /// Sets up every volume of `pod` under `pod_dir/volumes` (hostPath under `host_root`).
+    /// Sets up every volume of `pod` under `pod_dir/volumes` (hostPath under `host_root`);
+    /// `allocatable_memory` (bytes) caps the tmpfs of a memory-backed emptyDir.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the API client, the pod and its OS, directories, fields, memory ceiling and faults are all needed"
+    )]
     pub async fn setup(
         client: &kube::Client,
         pod: &Pod,
@@ -62,6 +116,7 @@ impl PodVolumes {
         pod_dir: &Path,
         host_root: &Path,
         fields: &dyn FieldSource,
+        allocatable_memory: u64,
         faults: &Arc<Faults>,
     ) -> Result<PodVolumes, VolumeError> {
         let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
@@ -72,7 +127,17 @@ impl PodVolumes {
         let spec = pod.spec.clone().unwrap_or_default();
         for v in spec.volumes.iter().flatten() {
             let dir = pod_dir.join("volumes").join(&v.name);
-            let vd = Self::setup_one(client, &ns, v, os, &dir, host_root, fields, faults).await?;
+            let mut vd = Self::setup_one(client, &ns, v, os, &dir, host_root, fields, faults).await?;
+            if os == Os::Linux
+                && let Some(ed) = v.empty_dir.as_ref().filter(|e| e.medium.as_deref() == Some("Memory"))
+            {
+                // `memory-volume-size-ignored`: a kubelet without SizeMemoryBackedVolumes.
+                vd.tmpfs_bytes = Some(if faults.is_on("memory-volume-size-ignored") {
+                    allocatable_memory
+                } else {
+                    memory_empty_dir_size(allocatable_memory, &spec, ed.size_limit.as_ref().map(|q| q.0.as_str()))
+                });
+            }
             out.volumes.insert(v.name.clone(), vd);
         }
         Ok(out)
@@ -99,6 +164,7 @@ impl PodVolumes {
             read_only,
             empty_dir: false,
             pipe: None,
+            tmpfs_bytes: None,
         };
         if let Some(ed) = &v.empty_dir {
             mkdir(&v.name, dir)?;
@@ -123,6 +189,7 @@ impl PodVolumes {
                 read_only: false,
                 empty_dir: true,
                 pipe: None,
+                tmpfs_bytes: None,
             });
         }
         if let Some(hp) = &v.host_path {
@@ -145,6 +212,7 @@ impl PodVolumes {
                     read_only: false,
                     empty_dir: false,
                     pipe: Some(name),
+                    tmpfs_bytes: None,
                 });
             }
             let rel = normalise(os, &hp.path, "/");
@@ -175,6 +243,7 @@ impl PodVolumes {
                 read_only: faults.is_on("hostpath-read-only"),
                 empty_dir: false,
                 pipe: None,
+                tmpfs_bytes: None,
             });
         }
         if let Some(payload) = Self::payload(client, ns, v, fields, faults).await? {
@@ -200,6 +269,7 @@ impl PodVolumes {
             read_only: false,
             empty_dir: false,
             pipe: None,
+            tmpfs_bytes: None,
         })
     }
 
@@ -423,6 +493,7 @@ impl PodVolumes {
                     host: PathBuf::new(),
                     read_only: vm.read_only.unwrap_or(false),
                     pipe: Some(name),
+                    tmpfs_bytes: None,
                 }),
                 None => Err(format!(
                     "volume \"{}\" is the host named pipe \\\\.\\pipe\\{pipe}: it can only be mounted at a named pipe path (\\\\.\\pipe\\NAME), not at {}",
@@ -467,6 +538,7 @@ impl PodVolumes {
             host,
             read_only: vm.read_only.unwrap_or(false) || v.read_only,
             pipe: None,
+            tmpfs_bytes: v.tmpfs_bytes,
         })
     }
 }
@@ -540,6 +612,35 @@ fn downward_value(item: &k8s_openapi::api::core::v1::DownwardAPIVolumeFile, fiel
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_empty_dir_is_sized_by_allocatable_pod_limit_and_size_limit() {
+        use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let limited = |mem: Option<&str>| Container {
+            resources: mem.map(|m| ResourceRequirements {
+                limits: Some([("memory".to_string(), Quantity(m.into()))].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let gi = 1u64 << 30;
+        let spec = |mems: &[Option<&str>]| PodSpec {
+            containers: mems.iter().map(|m| limited(*m)).collect(),
+            ..Default::default()
+        };
+        assert_eq!(memory_empty_dir_size(8 * gi, &spec(&[None]), None), 8 * gi);
+        assert_eq!(memory_empty_dir_size(8 * gi, &spec(&[None]), Some("10Mi")), 10 << 20);
+        // Every container limited: the pod's sum caps it; one without a limit: no pod cap.
+        assert_eq!(
+            memory_empty_dir_size(8 * gi, &spec(&[Some("1Gi"), Some("1Gi")]), None),
+            2 * gi
+        );
+        assert_eq!(memory_empty_dir_size(8 * gi, &spec(&[Some("1Gi"), None]), None), 8 * gi);
+        // A sizeLimit above what the pod may use, or zero, is ignored.
+        assert_eq!(memory_empty_dir_size(8 * gi, &spec(&[Some("1Gi")]), Some("4Gi")), gi);
+        assert_eq!(memory_empty_dir_size(8 * gi, &spec(&[None]), Some("0")), 8 * gi);
+    }
     use crate::node::fs::FsView;
 
     fn key(k: &str) -> k8s_openapi::api::core::v1::KeyToPath {
@@ -580,6 +681,7 @@ mod tests {
                 read_only: false,
                 empty_dir: false,
                 pipe: Some("containerd-containerd".into()),
+                tmpfs_bytes: None,
             },
         );
         let mount_at = |path: &str| VolumeMount {

@@ -305,6 +305,7 @@ pub(super) async fn start_container(
             host: message_host,
             read_only: false,
             pipe: None,
+            tmpfs_bytes: None,
         },
     );
     // The `rootfs-read-only` fault: a runtime that mounts every root filesystem read-only.
@@ -434,6 +435,7 @@ pub(super) async fn start_container(
             node: kl.cfg.name.clone(),
             node_ip: kl.node_ip(),
             os: kl.cfg.os,
+            disk_bytes: kl.cfg.capacity.ephemeral_storage_bytes,
             dns: dns.clone(),
         }),
         container: c.name.clone(),

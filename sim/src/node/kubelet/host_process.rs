@@ -104,6 +104,7 @@ pub fn mounts(image_rootfs: PathBuf, volumes: Vec<Mount>) -> Vec<Mount> {
         host: image_rootfs,
         read_only: false,
         pipe: None,
+        tmpfs_bytes: None,
     }];
     for m in volumes {
         if m.pipe.is_none() && !m.at.starts_with(&format!("{base}/")) {
@@ -181,6 +182,7 @@ mod tests {
             host: PathBuf::from("/x"),
             read_only: true,
             pipe: None,
+            tmpfs_bytes: None,
         };
         let m = mounts(PathBuf::from("/img"), vec![v]);
         let at: Vec<&str> = m.iter().map(|m| m.at.as_str()).collect();

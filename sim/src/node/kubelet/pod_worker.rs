@@ -372,6 +372,7 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
             &pod_dir,
             &host_root,
             &fields,
+            kl.cfg.allocatable_memory_bytes(),
             kl.net.faults(),
         );
         match setup.await {

@@ -154,6 +154,9 @@ pub struct PodInfo {
     pub node_ip: Ipv4Addr,
     /// The node's OS.
     pub os: Os,
+    /// The node's disk (its ephemeral-storage capacity), which `df` shows for the container's
+    /// root and every mount that is not a tmpfs.
+    pub disk_bytes: u64,
     /// The pod's DNS configuration, or why it has none.
     pub dns: Result<PodDns, String>,
 }
@@ -238,7 +241,7 @@ pub enum Prog {
 pub const BUSYBOX_APPLETS: &[&str] = &[
     "echo", "cat", "ls", "hostname", "sleep", "true", "false", "env", "printenv", "mkdir", "rm", "touch", "test", "[",
     "whoami", "id", "nslookup", "wget", "nc", "ping", "grep", "wc", "head", "tail", "date", "uname", "pwd", "curl",
-    "ip", "ifconfig", "cp", "mv", "tee", "seq", "yes", "hexdump",
+    "ip", "ifconfig", "cp", "mv", "tee", "seq", "yes", "hexdump", "df", "awk",
 ];
 
 /// Windows system programs the simulator emulates (besides cmd built-ins).
@@ -371,12 +374,14 @@ pub(crate) mod testutil {
                 host: dir.path().join("rw"),
                 read_only: false,
                 pipe: None,
+                tmpfs_bytes: None,
             },
             Mount {
                 at: normalise(os, &os.join(root, "ro"), "/"),
                 host: dir.path().join("ro"),
                 read_only: true,
                 pipe: None,
+                tmpfs_bytes: None,
             },
         ];
         let fs = FsView::new(os, dir.path().join("rootfs"), false, mounts, faults.clone());
@@ -397,6 +402,7 @@ pub(crate) mod testutil {
             node: "node-0".into(),
             node_ip: BLOCK.node(0),
             os,
+            disk_bytes: 100 << 30,
             dns: Err("no dns in unit tests".into()),
         };
         let ctx = Ctx {

@@ -306,11 +306,18 @@ impl Interp {
                     0
                 }
                 "grep" | "findstr" if self.has_applet("grep") || self.has_windows_program("findstr") => {
+                    // grep's options start with `-`, findstr's with `/`: a grep pattern may be
+                    // a path (`df | grep /usr/share/volumeshare`).
+                    let is_option = |a: &str| {
+                        if name == "findstr" {
+                            a.starts_with('/')
+                        } else {
+                            a.starts_with('-')
+                        }
+                    };
                     let (invert, pats): (bool, Vec<&String>) = (
                         args.iter().any(|a| a == "-v" || a.eq_ignore_ascii_case("/v")),
-                        args.iter()
-                            .filter(|a| !a.starts_with('-') && !a.starts_with('/'))
-                            .collect(),
+                        args.iter().filter(|a| !is_option(a)).collect(),
                     );
                     let Some(pat) = pats.first() else { return 2 };
                     let text = String::from_utf8_lossy(&io.stdin.read_all().await).to_string();
@@ -323,6 +330,8 @@ impl Interp {
                     }
                     if found { 0 } else { 1 }
                 }
+                "df" if self.has_applet("df") => self.df(&args, io),
+                "awk" if self.has_applet("awk") => self.awk(&args, io).await,
                 "wc" if self.has_applet("wc") => {
                     let text = String::from_utf8_lossy(&io.stdin.read_all().await).to_string();
                     if args.iter().any(|a| a == "-l") {

@@ -35,6 +35,7 @@ mod netutils;
 mod powershell;
 mod sh_parse;
 mod shutdown;
+mod textutils;
 
 pub use sh_parse::SyntaxError;
 
