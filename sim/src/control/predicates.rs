@@ -309,6 +309,18 @@ fn ports_clash(a: &(String, String, i32), b: &(String, String, i32)) -> bool {
     a.1 == b.1 && a.2 == b.2 && (a.0 == b.0 || a.0 == "0.0.0.0" || b.0 == "0.0.0.0")
 }
 
+/// Whether a host port `spec` asks for is taken by one of `others` (upstream `nodeports.Fits`:
+/// the same protocol and port on the same host IP, or on 0.0.0.0 on either side). The scheduler
+/// and the kubelet's admission both ask this.
+pub fn host_ports_taken<'a>(spec: &PodSpec, others: impl IntoIterator<Item = &'a PodSpec>) -> bool {
+    let wanted = host_ports(spec);
+    if wanted.is_empty() {
+        return false;
+    }
+    let used: Vec<_> = others.into_iter().flat_map(host_ports).collect();
+    wanted.iter().any(|w| used.iter().any(|u| ports_clash(w, u)))
+}
+
 /// Resources of the node still free after `pods` (those holding resources there).
 pub fn free_resources(node: &Node, pods: &[&Pod]) -> Resources {
     let mut free: Resources = node
@@ -391,17 +403,16 @@ pub fn fits_without(pod: &Pod, node: &Node, pods_on_node: &[&Pod], disabled: &[S
     if on("NodeAffinity") && !matches_node_selector_and_affinity(spec, node) {
         return Err(UnfitReason::NodeAffinity);
     }
-    let wanted = host_ports(spec);
-    if on("NodePorts") && !wanted.is_empty() {
-        let used: Vec<_> = pods_on_node
-            .iter()
-            .filter(|p| holds_resources(p))
-            .filter_map(|p| p.spec.as_ref())
-            .flat_map(host_ports)
-            .collect();
-        if wanted.iter().any(|w| used.iter().any(|u| ports_clash(w, u))) {
-            return Err(UnfitReason::HostPorts);
-        }
+    if on("NodePorts")
+        && host_ports_taken(
+            spec,
+            pods_on_node
+                .iter()
+                .filter(|p| holds_resources(p))
+                .filter_map(|p| p.spec.as_ref()),
+        )
+    {
+        return Err(UnfitReason::HostPorts);
     }
     if on("NodeResourcesFit") {
         let short = insufficient(&pod_requests(spec), &free_resources(node, pods_on_node));
@@ -719,6 +730,46 @@ mod tests {
         assert_eq!(fits(&a, &n, &[&pod(hp.clone())]), Err(UnfitReason::HostPorts));
         assert_eq!(fits(&a, &n, &[]), Ok(()));
         assert_eq!(fits_without(&a, &n, &[&pod(hp.clone())], &["NodePorts".into()]), Ok(()));
+    }
+
+    #[test]
+    fn host_ports_taken_matches_protocol_port_and_host_ip() {
+        let spec = |port: serde_json::Value| {
+            pod(json!({"spec": {"containers": [{"name": "c", "image": "x", "ports": [port]}]}}))
+                .spec
+                .unwrap()
+        };
+        let wanted = spec(json!({"containerPort": 21017, "hostPort": 21017}));
+        assert!(host_ports_taken(
+            &wanted,
+            &[spec(json!({"containerPort": 1, "hostPort": 21017}))]
+        ));
+        // Another protocol, another port, or no host port at all: free.
+        assert!(!host_ports_taken(
+            &wanted,
+            &[spec(
+                json!({"containerPort": 21017, "hostPort": 21017, "protocol": "UDP"})
+            )]
+        ));
+        assert!(!host_ports_taken(
+            &wanted,
+            &[spec(json!({"containerPort": 21017, "hostPort": 21018}))]
+        ));
+        assert!(!host_ports_taken(&wanted, &[spec(json!({"containerPort": 21017}))]));
+        // Distinct host IPs do not clash; 0.0.0.0 (the default) clashes with any.
+        let on_a = spec(json!({"containerPort": 80, "hostPort": 8080, "hostIP": "127.0.0.1"}));
+        assert!(!host_ports_taken(
+            &on_a,
+            &[spec(
+                json!({"containerPort": 80, "hostPort": 8080, "hostIP": "127.0.0.2"})
+            )]
+        ));
+        assert!(host_ports_taken(
+            &on_a,
+            &[spec(json!({"containerPort": 80, "hostPort": 8080}))]
+        ));
+        // A pod without host ports never clashes.
+        assert!(!host_ports_taken(&spec(json!({"containerPort": 80})), &[wanted]));
     }
 
     #[test]

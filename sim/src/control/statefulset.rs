@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
@@ -36,10 +36,13 @@ pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
 pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     let sets = ctx.informers.get::<StatefulSet>();
     let pods = ctx.informers.get::<Pod>();
+    let revisions = ctx.informers.get::<ControllerRevision>();
     let recorder = ctx.recorder(Component::StatefulSet);
     let caches = async {
         sets.ready().await?;
-        pods.ready().await
+        pods.ready().await?;
+        // The current revision's template is read from its ControllerRevision.
+        revisions.ready().await
     };
     let changes = vec![sets.subscribe(), pods.subscribe()];
     reconcile_each(&ctx, caches, &sets, changes, |set, pass| {
@@ -57,13 +60,14 @@ fn running_and_ready(p: &Pod) -> bool {
     phase(p) == "Running" && is_ready(p) && p.metadata.deletion_timestamp.is_none()
 }
 
-/// The pod for `ordinal`: identity (name, hostname, subdomain, labels) and claims added.
-pub fn stateful_pod(set: &StatefulSet, ordinal: i32, revision: &str) -> Pod {
+/// The pod for `ordinal` from `template` (the template of `revision`): identity (name,
+/// hostname, subdomain, labels) and claims added.
+pub fn stateful_pod(set: &StatefulSet, template: &PodTemplateSpec, ordinal: i32, revision: &str) -> Pod {
     let name = set.name_any();
     let ns = set.namespace().unwrap_or_default();
     let spec = set.spec.as_ref().expect("caller checked the spec");
     let pod_name = format!("{name}-{ordinal}");
-    let mut template: PodTemplateSpec = spec.template.clone();
+    let mut template: PodTemplateSpec = template.clone();
     let labels = template.metadata.get_or_insert_default().labels.get_or_insert_default();
     labels.insert(CONTROLLER_REVISION_HASH.into(), revision.into());
     labels.insert(POD_NAME_LABEL.into(), pod_name.clone());
@@ -95,6 +99,33 @@ fn revision_name(set: &str, hash: &str) -> String {
     format!("{set}-{hash}")
 }
 
+/// The pod template a ControllerRevision of a StatefulSet holds (what [`ensure_revision`]
+/// writes: `{"spec": {"template": {"$patch": "replace", ...}}}`).
+fn revision_template(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
+    let mut template = revision.data.as_ref()?.0.get("spec")?.get("template")?.clone();
+    template.as_object_mut()?.remove("$patch");
+    serde_json::from_value(template).ok()
+}
+
+/// Whether the pod of `ordinal` is (re)created at the current revision rather than the update
+/// revision: upstream `newVersionedStatefulSetPod`. With a RollingUpdate strategy, the ordinals
+/// below the partition stay on the current revision (without a rollingUpdate block, those
+/// below `status.currentReplicas`).
+fn created_at_current(
+    spec: &StatefulSetSpec,
+    current_replicas: i32,
+    partition: Option<i32>,
+    start: i32,
+    ordinal: i32,
+) -> bool {
+    let strategy = spec.update_strategy.as_ref();
+    let rolling = strategy.and_then(|s| s.type_.as_deref()).unwrap_or("RollingUpdate") == "RollingUpdate";
+    match partition {
+        None => rolling && ordinal < start + current_replicas,
+        Some(p) => ordinal < start + p,
+    }
+}
+
 #[expect(
     clippy::too_many_lines,
     reason = "one pass of the ordered state machine, kept together"
@@ -115,10 +146,25 @@ async fn sync(
     if !ctx.cfg.faults.applies_to("revisions-not-written", "statefulset") {
         ensure_revision(ctx, set, &update_revision).await?;
     }
-    let current_revision = status
-        .current_revision
-        .clone()
-        .unwrap_or_else(|| update_revision.clone());
+    // As upstream `getStatefulSetRevisions`: the current revision is the one status names while
+    // its ControllerRevision exists; otherwise the history starts at the update revision.
+    let named_current = status.current_revision.clone().filter(|c| *c != update_revision);
+    let current = named_current.and_then(|c| {
+        let revision = ctx.informers.get::<ControllerRevision>().get(Some(&ns), &c)?;
+        Some((c, revision_template(&revision)?))
+    });
+    let (current_revision, current_template) = match current {
+        Some((name, template)) => (name, template),
+        None => (update_revision.clone(), spec.template.clone()),
+    };
+    // `statefulset-partition-ignored`: a controller that rolls every ordinal, whatever
+    // rollingUpdate.partition holds back.
+    let partition_ignored = ctx.cfg.faults.is_on("statefulset-partition-ignored");
+    let partition = spec
+        .update_strategy
+        .as_ref()
+        .and_then(|s| s.rolling_update.as_ref())
+        .map(|r| if partition_ignored { 0 } else { r.partition.unwrap_or(0) });
 
     let owned = claim_pods(ctx, set.as_ref(), Some(&spec.selector), pods.in_namespace(&ns)).await?;
     let start = spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0);
@@ -141,10 +187,28 @@ async fn sync(
         // Create or replace pods in order.
         for ordinal in start..start + replicas {
             let existing = by_ordinal.get(&ordinal);
+            // As upstream `processReplica`: a pod that ended (rejected or evicted by its node,
+            // or stopped) is deleted and recreated, whatever its exit code.
+            // `statefulset-failed-pods-kept`: a controller that leaves them in place.
             if let Some(p) = existing
-                && phase(p) == "Failed"
+                && matches!(phase(p), "Failed" | "Succeeded")
                 && p.metadata.deletion_timestamp.is_none()
+                && !ctx.cfg.faults.is_on("statefulset-failed-pods-kept")
             {
+                let pod_name = p.name_any();
+                let (kind, reason, what) = if phase(p) == "Failed" {
+                    (EventType::Warning, "RecreatingFailedPod", "failed")
+                } else {
+                    (EventType::Normal, "RecreatingTerminatedPod", "terminated")
+                };
+                recorder
+                    .record(
+                        set.as_ref(),
+                        kind,
+                        reason,
+                        format!("StatefulSet {ns}/{name} is recreating {what} Pod {pod_name}"),
+                    )
+                    .await;
                 delete_pod(recorder, pods, &pod_api, set, p).await?;
                 if !parallel {
                     break;
@@ -154,7 +218,12 @@ async fn sync(
             match existing {
                 None => {
                     ensure_claims(ctx, recorder, set, ordinal).await?;
-                    let pod = stateful_pod(set, ordinal, &update_revision);
+                    let current_replicas = status.current_replicas.unwrap_or(0);
+                    let pod = if created_at_current(spec, current_replicas, partition, start, ordinal) {
+                        stateful_pod(set, &current_template, ordinal, &current_revision)
+                    } else {
+                        stateful_pod(set, &spec.template, ordinal, &update_revision)
+                    };
                     match pod_api.create(&PostParams::default(), &pod).await {
                         Ok(created) => {
                             recorder
@@ -209,10 +278,7 @@ async fn sync(
         // every pod is Running and Ready.
         let strategy = spec.update_strategy.as_ref();
         let rolling = strategy.and_then(|s| s.type_.as_deref()).unwrap_or("RollingUpdate") == "RollingUpdate";
-        let partition = strategy
-            .and_then(|s| s.rolling_update.as_ref())
-            .and_then(|r| r.partition)
-            .unwrap_or(0);
+        let partition = partition.unwrap_or(0);
         let all_healthy = (start..start + replicas).all(|o| by_ordinal.get(&o).is_some_and(|p| running_and_ready(p)));
         // `rollout-stuck=statefulset`: a controller that never replaces pods of an old template.
         let stuck = ctx.cfg.faults.applies_to("rollout-stuck", "statefulset");
@@ -429,6 +495,46 @@ mod tests {
     }
 
     #[test]
+    fn ordinals_below_the_partition_are_created_at_the_current_revision() {
+        let spec = |strategy: serde_json::Value| -> StatefulSetSpec {
+            serde_json::from_value(json!({"selector": {}, "serviceName": "s",
+                "template": {"spec": {"containers": []}}, "updateStrategy": strategy}))
+            .unwrap()
+        };
+        let rolling = spec(json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}));
+        // Partition 2 of three replicas: 0 and 1 stay current, 2 is the canary.
+        assert!(created_at_current(&rolling, 3, Some(2), 0, 0));
+        assert!(created_at_current(&rolling, 3, Some(2), 0, 1));
+        assert!(!created_at_current(&rolling, 3, Some(2), 0, 2));
+        // Ordinals counted from spec.ordinals.start.
+        assert!(created_at_current(&rolling, 3, Some(2), 5, 6));
+        assert!(!created_at_current(&rolling, 3, Some(2), 5, 7));
+        // Partition 0: everything at the update revision.
+        assert!(!created_at_current(&rolling, 3, Some(0), 0, 0));
+        // No rollingUpdate block: the pods below status.currentReplicas stay current.
+        let bare = spec(json!({"type": "RollingUpdate"}));
+        assert!(created_at_current(&bare, 2, None, 0, 1));
+        assert!(!created_at_current(&bare, 2, None, 0, 2));
+        let on_delete = spec(json!({"type": "OnDelete"}));
+        assert!(!created_at_current(&on_delete, 2, None, 0, 0));
+    }
+
+    #[test]
+    fn a_revision_gives_back_its_template() {
+        let template: PodTemplateSpec = serde_json::from_value(
+            json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "old"}]}}),
+        )
+        .unwrap();
+        let revision = ControllerRevision {
+            data: Some(RawExtension(json!({"spec": {"template": {"$patch": "replace",
+                "metadata": template.metadata, "spec": template.spec}}}))),
+            ..ControllerRevision::default()
+        };
+        assert_eq!(revision_template(&revision), Some(template));
+        assert_eq!(revision_template(&ControllerRevision::default()), None);
+    }
+
+    #[test]
     fn pods_get_their_identity_and_claims() {
         let set: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "web", "namespace": "ns", "uid": "u"},
@@ -437,7 +543,7 @@ mod tests {
                 "volumeClaimTemplates": [{"metadata": {"name": "www"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}
         }))
         .unwrap();
-        let pod = stateful_pod(&set, 2, "web-abc");
+        let pod = stateful_pod(&set, &set.spec.as_ref().unwrap().template, 2, "web-abc");
         assert_eq!(pod.name_any(), "web-2");
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(spec.hostname.as_deref(), Some("web-2"));

@@ -239,6 +239,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "kubelets admit pods whose `kubernetes.io/os` node selector or `spec.os.name` names another OS",
     },
     Switch {
+        name: "kubelet-host-port-admission-off",
+        arg: Arg::None,
+        breaks: "kubelets admit a pod whose host port an active pod of the node already holds (no NodePorts \
+                 predicate in the kubelet's admission), so a pod bound past the scheduler is never rejected",
+    },
+    Switch {
         name: "probes-ignored",
         arg: Arg::None,
         breaks: "the kubelet never runs probes: containers are ready at once and never restarted by liveness",
@@ -369,6 +375,18 @@ pub const SWITCHES: &[Switch] = &[
         arg: Arg::None,
         breaks: "the StatefulSet controller manages Parallel sets as OrderedReady: it creates one pod at a time and \
                  halts while one is unready",
+    },
+    Switch {
+        name: "statefulset-partition-ignored",
+        arg: Arg::None,
+        breaks: "the StatefulSet controller ignores rollingUpdate.partition: it rolls every ordinal to the update \
+                 revision and recreates deleted pods there, so canaries and phased roll-outs update everything",
+    },
+    Switch {
+        name: "statefulset-failed-pods-kept",
+        arg: Arg::None,
+        breaks: "the StatefulSet controller leaves Failed and Succeeded stateful pods in place instead of deleting \
+                 and recreating them (a pod its node rejected or evicted never comes back)",
     },
     Switch {
         name: "run-as-username-ignored",

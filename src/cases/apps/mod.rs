@@ -15,6 +15,8 @@ mod deployment_rollout;
 mod job_policy;
 mod service_types;
 mod services;
+mod statefulset_evicted;
+mod statefulset_partition;
 mod statefulset_update;
 
 use k8s_openapi::api::core::v1::{ExecAction, Probe};
@@ -33,6 +35,8 @@ pub fn cases() -> Vec<Case> {
     cases.extend(controller_revision::cases());
     cases.extend(daemonset_update::cases());
     cases.extend(statefulset_update::cases());
+    cases.extend(statefulset_partition::cases());
+    cases.extend(statefulset_evicted::cases());
     cases.extend(services::cases());
     cases.extend(service_types::cases());
     cases

@@ -1,28 +1,62 @@
-//! Pod admission on the node: the OS checks of the kubelet's `lifecycle/predicate.go`. A pod
-//! whose `kubernetes.io/os` node selector or `spec.os.name` names another OS than the node's is
-//! rejected before anything runs: the kubelet sets it Failed with the reason and message and
-//! records a Warning event, as its `rejectPod` does.
+//! Pod admission on the node, as the kubelet's `lifecycle/predicate.go` `Admit`: first the OS
+//! checks (a pod whose `kubernetes.io/os` node selector or `spec.os.name` names another OS than
+//! the node's), then the general predicates the kubelet shares with the scheduler, of which the
+//! host-port check is modelled (a host port an admitted, still active pod of the node already
+//! holds). A refused pod never runs: the kubelet sets it Failed with the reason and "Pod was
+//! rejected: " and the message, and records a Warning event with the message, as its
+//! `rejectPod` does.
+//!
+//! The other general predicates are left out: node name (the kubelet only watches pods bound to
+//! it, so it always holds), node affinity and resources (the scheduler's checks of the same,
+//! against the same node, already passed).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodSpec};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use tracing::debug;
 
 use crossconf_model::os::OS_LABEL;
 
-use super::Kubelet;
+use super::{Kubelet, PodRt};
+use crate::control::predicates::host_ports_taken;
+
+/// Upstream's predicate failure for a host port already in use on the node: the reason is the
+/// predicate's name, the message `PredicateFailureError.Error()`.
+const NODE_PORTS: (&str, &str) = (
+    "NodePorts",
+    "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports",
+);
 
 /// Why the kubelet refuses `pod`, as (reason, message), or `None` when it admits it.
 ///
-/// `pod-os-admission-off` models a kubelet without these checks (before 1.25's pod OS field
-/// handling), which starts the pod whatever OS it names.
-pub(super) fn refuse(kl: &Kubelet, pod: &Pod) -> Option<(&'static str, &'static str)> {
-    if kl.net.faults().is_on("pod-os-admission-off") {
-        return None;
-    }
+/// `pod-os-admission-off` models a kubelet without the OS checks (before 1.25's pod OS field
+/// handling), which starts the pod whatever OS it names; `kubelet-host-port-admission-off` one
+/// whose admission skips the host-port predicate.
+pub(super) fn refuse(
+    kl: &Kubelet,
+    admitted: &HashMap<String, Arc<PodRt>>,
+    pod: &Pod,
+) -> Option<(&'static str, &'static str)> {
     let spec = pod.spec.as_ref()?;
+    if !kl.net.faults().is_on("pod-os-admission-off")
+        && let Some(refused) = refuse_os(kl, spec)
+    {
+        return Some(refused);
+    }
+    if !kl.net.faults().is_on("kubelet-host-port-admission-off") {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let active = active_pod_specs(admitted, uid);
+        if host_ports_taken(spec, &active) {
+            return Some(NODE_PORTS);
+        }
+    }
+    None
+}
+
+fn refuse_os(kl: &Kubelet, spec: &PodSpec) -> Option<(&'static str, &'static str)> {
     let node_os = kl.cfg.os.as_str();
     if spec
         .node_selector
@@ -44,8 +78,27 @@ pub(super) fn refuse(kl: &Kubelet, pod: &Pod) -> Option<(&'static str, &'static 
     None
 }
 
-/// Rejects `pod`: phase Failed with `reason` and `message` and a Warning event, once; when the
-/// pod is being deleted, completes the deletion instead (nothing of it ever ran).
+/// The specs of the pods of `admitted` (the kubelet's pods) that are still active (upstream
+/// `filterOutInactivePods`: not in a terminal phase; a pod being deleted counts until it is
+/// gone), other than the pod of `uid`.
+fn active_pod_specs(admitted: &HashMap<String, Arc<PodRt>>, uid: &str) -> Vec<PodSpec> {
+    admitted
+        .values()
+        .filter(|rt| rt.uid != uid && !rt.gone.is_cancelled())
+        .filter_map(|rt| {
+            let pod = rt.pod();
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(phase, Some("Succeeded" | "Failed")) {
+                return None;
+            }
+            pod.spec
+        })
+        .collect()
+}
+
+/// Rejects `pod`: phase Failed with `reason` and the message "Pod was rejected: `message`", and
+/// a Warning event with `reason` and `message`, once; when the pod is being deleted, completes
+/// the deletion instead (nothing of it ever ran).
 pub(super) async fn reject(kl: Arc<Kubelet>, pod: Pod, reason: &'static str, message: &'static str) {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
@@ -59,7 +112,8 @@ pub(super) async fn reject(kl: Arc<Kubelet>, pod: Pod, reason: &'static str, mes
     if status.and_then(|s| s.reason.as_deref()) == Some(reason) {
         return;
     }
-    let patch = serde_json::json!({"status": {"phase": "Failed", "reason": reason, "message": message}});
+    let patch = serde_json::json!({"status": {"phase": "Failed", "reason": reason,
+        "message": format!("Pod was rejected: {message}")}});
     if let Err(e) = api
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -89,7 +89,7 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
         return;
     }
     // Admission: a pod the node refuses never gets a worker.
-    if let Some((reason, message)) = super::admission::refuse(kl, &p) {
+    if let Some((reason, message)) = super::admission::refuse(kl, &pods, &p) {
         tokio::spawn(super::admission::reject(kl.clone(), p, reason, message));
         return;
     }
