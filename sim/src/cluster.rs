@@ -356,6 +356,7 @@ impl SimCluster {
         let mut control_cfg = ControlConfig {
             faults: faults.clone(),
             root_ca_pem: Some(api.ca_pem().to_string()),
+            service_account_key: api.service_account_key(),
             clock: std::sync::Arc::new(control::ScaledClock::new(1.0 / cfg.time_scale)),
             node_monitor_grace_period: cfg.node_monitor_grace_period,
             ..ControlConfig::default()

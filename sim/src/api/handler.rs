@@ -167,6 +167,7 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
             }
             Ok(json_response(200, &openapi::document_in(&published, &g, &v), &[]))
         }
+        Route::OpenId(doc) => super::openid::serve(&st, doc, &method, &path),
         Route::NotFound => Err(ApiError::no_route(&path)),
         Route::Resource(t) => {
             if matches!(t.sub.as_deref(), Some("exec" | "attach" | "portforward" | "proxy")) {

@@ -30,6 +30,7 @@ pub mod handler;
 pub mod meta;
 pub mod objects;
 pub mod openapi;
+pub mod openid;
 pub mod patch;
 pub mod portforward;
 pub mod protobuf;

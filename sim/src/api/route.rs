@@ -27,6 +27,9 @@ pub enum Route {
     OpenApiRoot,
     /// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`.
     OpenApiDoc(String, String),
+    /// `/.well-known/openid-configuration` or `/openid/v1/jwks`: the ServiceAccount issuer's
+    /// OIDC discovery documents.
+    OpenId(super::openid::Document),
     /// A resource path.
     Resource(Target),
     /// Nothing is served there.
@@ -73,6 +76,8 @@ pub fn parse_with(path: &str, defs: &[&'static ResourceDef]) -> Route {
         ["api", "v1"] => Route::GroupVersion(String::new(), "v1".into()),
         ["apis", g] if defs.iter().any(|d| d.group == *g) => Route::Group(g.to_string()),
         ["apis", g, v] if serves(g, v) => Route::GroupVersion(g.to_string(), v.to_string()),
+        [".well-known", "openid-configuration"] => Route::OpenId(super::openid::Document::Configuration),
+        ["openid", "v1", "jwks"] => Route::OpenId(super::openid::Document::Keys),
         ["openapi", "v3"] => Route::OpenApiRoot,
         ["openapi", "v3", "api", "v1"] => Route::OpenApiDoc(String::new(), "v1".into()),
         ["openapi", "v3", "apis", g, v] if serves(g, v) => Route::OpenApiDoc(g.to_string(), v.to_string()),

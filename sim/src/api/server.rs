@@ -191,6 +191,12 @@ impl ApiServer {
         &self.ca_pem
     }
 
+    /// The key ServiceAccount tokens are signed with (shared with the tokens controller, as
+    /// kubeadm gives kube-controller-manager the API server's key pair).
+    pub fn service_account_key(&self) -> std::sync::Arc<crate::api::auth::signing::SigningKey> {
+        self.state.tokens.key().clone()
+    }
+
     /// The admin bearer token.
     pub fn admin_token(&self) -> &str {
         &self.state.cfg.admin_token

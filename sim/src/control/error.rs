@@ -42,6 +42,15 @@ pub enum Error {
         /// The owner, as `kind ns/name`.
         object: String,
     },
+    /// A legacy ServiceAccount token could not be signed.
+    #[error("failed to sign a token for {object}")]
+    Sign {
+        /// The Secret, as `secret ns/name`.
+        object: String,
+        /// ring's reason.
+        #[source]
+        source: crate::api::auth::signing::SigningError,
+    },
     /// A schedule in a CronJob could not be parsed.
     #[error("invalid schedule {schedule:?}")]
     Schedule {

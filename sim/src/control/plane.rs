@@ -146,6 +146,9 @@ pub struct ControlConfig {
     /// The PEM of the cluster CA, published as `kube-root-ca.crt` in every namespace (upstream's
     /// root-ca-cert-publisher); `None` publishes nothing.
     pub root_ca_pem: Option<String>,
+    /// The key legacy ServiceAccount token Secrets are signed with
+    /// (`--service-account-private-key-file`: the API server's signing key).
+    pub service_account_key: Arc<crate::api::auth::signing::SigningKey>,
     /// The cluster's fault switches (see [`crate::faults`]); loops consult them to
     /// misbehave on purpose.
     pub faults: Arc<crate::faults::Faults>,
@@ -174,6 +177,10 @@ impl Default for ControlConfig {
             scheduler_name: "default-scheduler".into(),
             clock: Arc::new(SystemClock),
             root_ca_pem: None,
+            service_account_key: Arc::new(
+                crate::api::auth::signing::SigningKey::generate()
+                    .expect("the operating system's random number generator yields a signing key"),
+            ),
             faults: Arc::default(),
             node_monitor_period: Duration::from_secs(5),
             node_monitor_grace_period: DEFAULT_NODE_MONITOR_GRACE_PERIOD,

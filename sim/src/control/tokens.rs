@@ -5,8 +5,9 @@
 //! `kubernetes.io/service-account.uid` annotation; a Secret whose account is gone (or was
 //! replaced by one with another uid) is deleted.
 //!
-//! The token is JWT-shaped like upstream's and names the Secret, so the API server accepts it
-//! exactly while the Secret holds it and its ServiceAccount exists.
+//! The token is a JWT like upstream's, signed with the API server's ServiceAccount key
+//! (kube-controller-manager's `--service-account-private-key-file`), and names the Secret, so
+//! the API server accepts it exactly while the Secret holds it and its ServiceAccount exists.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -87,7 +88,11 @@ async fn sync(ctx: &Ctx, s: &Secret, accounts: &super::informer::Informer<Servic
     let data = s.data.clone().unwrap_or_default();
     let mut fill: BTreeMap<&str, String> = BTreeMap::new();
     if data.get("token").is_none_or(|t| t.0.is_empty()) {
-        let token = crate::api::auth::tokens::legacy_token(&ns, &name, sa_name, &sa_uid);
+        let token = crate::api::auth::tokens::legacy_token(&ctx.cfg.service_account_key, &ns, &name, sa_name, &sa_uid)
+            .map_err(|source| super::error::Error::Sign {
+                object: format!("secret {ns}/{name}"),
+                source,
+            })?;
         fill.insert("token", STANDARD.encode(token));
     }
     if !data.contains_key("ca.crt") {

@@ -606,6 +606,13 @@ pub const SWITCHES: &[Switch] = &[
                  ConfigMap, and a deleted or edited one is never restored",
     },
     Switch {
+        name: "oidc-jwks-stale",
+        arg: Arg::None,
+        breaks: "the ServiceAccount issuer's key set (/openid/v1/jwks, and the discovery document) still \
+                 publishes the key from before a signing-key rotation: tokens carry a kid it does not list \
+                 and verify against none of its keys",
+    },
+    Switch {
         name: "eviction-budget-ignored",
         arg: Arg::None,
         breaks: "the pods/eviction subresource deletes the pod without consulting its PodDisruptionBudget \

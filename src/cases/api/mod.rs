@@ -7,12 +7,15 @@
 //!
 //! These cases make only API calls, so one body serves both OSes; what they guard against is an
 //! API server whose write path loses writes (the `writes-lost` fault switch of the simulator).
+//! The ServiceAccount issuer discovery case (`oidc_discovery`) also runs one pod, the same on
+//! both OSes, that verifies its token against the API server's published keys.
 
 mod apps;
 mod batch;
 mod events;
 mod lease;
 mod lifecycle;
+mod oidc_discovery;
 mod ops;
 mod pdb;
 pub(crate) mod podtemplates;
@@ -35,6 +38,7 @@ pub fn cases() -> Vec<Case> {
     let mut cases = events::cases();
     cases.extend(lifecycle::cases());
     cases.extend(service_accounts::cases());
+    cases.extend(oidc_discovery::cases());
     cases.extend(apps::cases());
     cases.extend(workloads::cases());
     cases.extend(batch::cases());

@@ -4,8 +4,9 @@
 //!
 //! Modules, one concept each:
 //! - [`user`]: the authenticated identity and the task-local that carries it to handlers.
-//! - [`tokens`]: issuing and checking bearer tokens (JWT-shaped, looked up, never verified by
-//!   signature: the simulator is the only issuer).
+//! - [`tokens`]: issuing and checking bearer tokens (signed JWTs, looked up rather than
+//!   verified by signature: the simulator is the only issuer).
+//! - [`signing`]: the ServiceAccount signing key and the OIDC discovery and JWKS documents.
 //! - [`attributes`]: upstream's `RequestInfoFactory`: the verb, resource, subresource, name and
 //!   namespace a request asks for.
 //! - [`rbac`]: rule matching and the per-user rule cache.
@@ -22,6 +23,7 @@ pub mod impersonate;
 pub mod policy;
 pub mod rbac;
 pub mod reviews;
+pub mod signing;
 pub mod tokens;
 pub mod user;
 pub mod validation;

@@ -1,20 +1,21 @@
 //! Bearer tokens: the admin token, tokens the server issued (TokenRequest, component tokens),
 //! and legacy `kubernetes.io/service-account-token` Secrets.
 //!
-//! The main structure is [`Tokens`]. ServiceAccount tokens are shaped like upstream's JWTs
-//! (header, claims and a signature segment, base64url) so clients that decode them (`kubectl`
-//! does not, but people and some libraries do) see the real claims. They are checked by lookup
-//! rather than by signature: the simulator is the only issuer, so a lookup is exact and cheap.
+//! The main structure is [`Tokens`]. ServiceAccount tokens are upstream's JWTs, signed with
+//! the cluster's [`SigningKey`] (ES256) so relying parties can verify them against the
+//! published JWKS (`/openid/v1/jwks`). The API server itself checks them by lookup rather than
+//! by signature: the simulator is the only issuer, so a lookup is exact and cheap.
 //! As upstream's authenticator does, a ServiceAccount token stops working when its
 //! ServiceAccount (or the pod it is bound to) is deleted or replaced by one with another uid.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
+use super::signing::{SigningError, SigningKey};
 use super::user::{UserInfo, sa_user_name};
 use crate::api::store::Store;
 
@@ -59,25 +60,53 @@ pub struct IssuedToken {
 }
 
 /// The tokens the server accepts besides the admin token.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Tokens {
     issued: Mutex<HashMap<String, Issued>>,
+    /// The key bound tokens are signed with (`--service-account-signing-key-file`).
+    key: Arc<SigningKey>,
+    /// A key the cluster signed with before a rotation, published instead of `key` by a JWKS
+    /// gone stale (fault `oidc-jwks-stale`).
+    previous: SigningKey,
+}
+
+impl Default for Tokens {
+    /// As [`Tokens::new`].
+    ///
+    /// # Panics
+    /// When the OS gives no randomness (as `rand::rng`, which the rest of the server uses for
+    /// its tokens and uids, does too).
+    fn default() -> Self {
+        Tokens::new().expect("the operating system's random number generator yields a signing key")
+    }
+}
+
+impl Tokens {
+    /// Tokens signed with a new random key.
+    ///
+    /// # Errors
+    /// When no key can be generated.
+    pub fn new() -> Result<Self, SigningError> {
+        Ok(Tokens {
+            issued: Mutex::default(),
+            key: Arc::new(SigningKey::generate()?),
+            previous: SigningKey::generate()?,
+        })
+    }
+
+    /// The signing key (kube-controller-manager signs legacy Secret tokens with the same one).
+    pub fn key(&self) -> &Arc<SigningKey> {
+        &self.key
+    }
+
+    /// The key from before the last rotation (see [`Tokens::key`]).
+    pub fn previous_key(&self) -> &SigningKey {
+        &self.previous
+    }
 }
 
 fn now_unix() -> i64 {
     jiff::Timestamp::now().as_second()
-}
-
-/// A JWT-shaped token over `claims` with a random signature segment.
-fn jwt(claims: &Value) -> String {
-    let header = json!({"alg": "RS256", "kid": "crossconf-sim"});
-    let sig: Vec<u8> = (0..256).map(|_| rand::random::<u8>()).collect();
-    format!(
-        "{}.{}.{}",
-        URL_SAFE_NO_PAD.encode(header.to_string()),
-        URL_SAFE_NO_PAD.encode(claims.to_string()),
-        URL_SAFE_NO_PAD.encode(sig)
-    )
 }
 
 /// The claims segment of a JWT-shaped token, if it has one.
@@ -90,9 +119,12 @@ pub fn claims(token: &str) -> Option<Value> {
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()
 }
 
-/// A legacy Secret token's JWT, as upstream's tokens controller mints it.
-pub fn legacy_token(ns: &str, secret: &str, sa: &str, sa_uid: &str) -> String {
-    jwt(&json!({
+/// A legacy Secret token's JWT, as upstream's tokens controller mints it with `key`.
+///
+/// # Errors
+/// When signing fails.
+pub fn legacy_token(key: &SigningKey, ns: &str, secret: &str, sa: &str, sa_uid: &str) -> Result<String, SigningError> {
+    key.sign(&json!({
         "iss": LEGACY_ISSUER,
         "kubernetes.io/serviceaccount/namespace": ns,
         "kubernetes.io/serviceaccount/secret.name": secret,
@@ -125,6 +157,9 @@ impl Tokens {
 
     /// A bound ServiceAccount token (TokenRequest), valid `secs` seconds, optionally bound to
     /// a pod `(name, uid)`.
+    ///
+    /// # Errors
+    /// When signing fails.
     pub fn issue_service_account(
         &self,
         ns: &str,
@@ -133,7 +168,7 @@ impl Tokens {
         secs: i64,
         audiences: &[String],
         pod: Option<(String, String)>,
-    ) -> IssuedToken {
+    ) -> Result<IssuedToken, SigningError> {
         let iat = now_unix();
         let exp = iat + secs;
         let jti = crate::api::meta::new_uid();
@@ -146,10 +181,10 @@ impl Tokens {
         } else {
             audiences.to_vec()
         };
-        let token = jwt(&json!({
+        let token = self.key.sign(&json!({
             "aud": aud, "exp": exp, "iat": iat, "iss": ISSUER, "jti": jti,
             "kubernetes.io": k8s, "nbf": iat, "sub": sa_user_name(ns, name),
-        }));
+        }))?;
         let mut user = UserInfo::service_account(ns, name, uid);
         user.extra.insert(CREDENTIAL_ID.into(), vec![format!("JTI={jti}")]);
         if let Some((pname, puid)) = &pod {
@@ -177,7 +212,7 @@ impl Tokens {
             map.retain(|_, t| t.expires.is_none_or(|e| e > now));
         }
         map.insert(token.clone(), issued);
-        IssuedToken { token, expires: exp }
+        Ok(IssuedToken { token, expires: exp })
     }
 
     /// The user `token` authenticates as to the API server, checking expiry, that a
@@ -285,7 +320,7 @@ mod tests {
     fn bound_token_is_a_jwt_and_dies_with_its_service_account() {
         let store = store_with_sa("u1");
         let t = Tokens::default();
-        let issued = t.issue_service_account("ns", "sa", "u1", 3600, &[], None);
+        let issued = t.issue_service_account("ns", "sa", "u1", 3600, &[], None).unwrap();
         let c = claims(&issued.token).expect("jwt claims");
         assert_eq!(c["sub"], "system:serviceaccount:ns:sa");
         assert_eq!(c["kubernetes.io"]["serviceaccount"]["uid"], "u1");
@@ -300,7 +335,9 @@ mod tests {
     fn tokens_for_other_audiences_do_not_reach_the_api() {
         let store = store_with_sa("u1");
         let t = Tokens::default();
-        let vault = t.issue_service_account("ns", "sa", "u1", 3600, &["vault".to_string()], None);
+        let vault = t
+            .issue_service_account("ns", "sa", "u1", 3600, &["vault".to_string()], None)
+            .unwrap();
         assert!(t.authenticate(&store, &vault.token).is_none());
         let (_, aud) = t
             .authenticate_for(&store, &vault.token, &["vault".to_string(), "x".to_string()])
@@ -312,7 +349,7 @@ mod tests {
     fn expired_and_unknown_tokens_fail() {
         let store = store_with_sa("u1");
         let t = Tokens::default();
-        let issued = t.issue_service_account("ns", "sa", "u1", -1, &[], None);
+        let issued = t.issue_service_account("ns", "sa", "u1", -1, &[], None).unwrap();
         assert!(t.authenticate(&store, &issued.token).is_none());
         assert!(t.authenticate(&store, "nope").is_none());
     }
@@ -321,7 +358,7 @@ mod tests {
     fn expired_tokens_are_swept_as_the_map_grows() {
         let t = Tokens::default();
         for _ in 0..SWEEP_AT + 1 {
-            t.issue_service_account("ns", "sa", "u1", -1, &[], None);
+            t.issue_service_account("ns", "sa", "u1", -1, &[], None).unwrap();
         }
         assert!(t.lock().len() < 10, "{} tokens kept", t.lock().len());
     }
@@ -329,7 +366,8 @@ mod tests {
     #[test]
     fn legacy_secret_token_matches_its_secret() {
         let store = store_with_sa("u1");
-        let tok = legacy_token("ns", "sa-token", "sa", "u1");
+        let t = Tokens::default();
+        let tok = legacy_token(t.key(), "ns", "sa-token", "sa", "u1").unwrap();
         store
             .create(
                 "/secrets",
@@ -338,12 +376,12 @@ mod tests {
                 json!({"metadata": {"name": "sa-token"}, "data": {"token": STANDARD.encode(&tok)}}),
             )
             .unwrap();
-        let t = Tokens::default();
         assert_eq!(
             t.authenticate(&store, &tok).unwrap().name,
             "system:serviceaccount:ns:sa"
         );
-        let other = legacy_token("ns", "sa-token", "sa", "u1");
+        // ECDSA signatures are randomised: the same claims give another token.
+        let other = legacy_token(t.key(), "ns", "sa-token", "sa", "u1").unwrap();
         assert!(
             t.authenticate(&store, &other).is_none(),
             "a token the secret does not hold"

@@ -187,6 +187,7 @@ pub fn token_request(st: &AppState, ns: &str, sa: &str, body: &[u8]) -> ApiResul
     let token = st
         .tokens
         .issue_service_account(ns, sa, &sa_uid, secs, &audiences, bound_pod)
+        .map_err(|e| ApiError::internal(e.to_string()))?
         .token;
     req["apiVersion"] = json!("authentication.k8s.io/v1");
     req["kind"] = json!("TokenRequest");

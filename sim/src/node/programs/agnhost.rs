@@ -133,6 +133,7 @@ pub async fn run(ctx: Ctx, args: Vec<String>) -> i32 {
         "porter" => porter(ctx, rest).await,
         "connect" => connect(ctx, rest).await,
         "inclusterclient" => super::inclusterclient::run(ctx, rest).await,
+        "test-service-account-issuer-discovery" => super::agnhost_oidc::run(ctx, rest).await,
         "webhook" => super::agnhost_webhook::run(ctx, rest).await,
         "crd-conversion-webhook" => super::agnhost_crd_conversion::run(ctx, rest).await,
         other => {

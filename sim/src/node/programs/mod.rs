@@ -12,6 +12,7 @@ pub mod agnhost_crd_conversion;
 mod agnhost_grpc;
 mod agnhost_netexec;
 mod agnhost_nettest;
+mod agnhost_oidc;
 pub mod agnhost_webhook;
 pub mod image_files;
 pub mod inclusterclient;
