@@ -87,6 +87,9 @@ pub struct SimConfig {
     pub node_monitor_grace_period: Duration,
     /// The control plane's feature gates (`--feature-gates`; alpha gates off by default).
     pub gates: crate::gates::FeatureGates,
+    /// The containerd version of each Windows node in order (`--windows-containerd`); the
+    /// last one given also runs on the nodes after it. Default: every node 1.7.27.
+    pub windows_containerd: Vec<String>,
 }
 
 impl SimConfig {
@@ -136,7 +139,42 @@ impl SimConfig {
             start_timeout: Duration::from_secs(30),
             node_monitor_grace_period: control::DEFAULT_NODE_MONITOR_GRACE_PERIOD,
             gates: crate::gates::FeatureGates::default(),
+            windows_containerd: vec![crate::node::kubelet::DEFAULT_CONTAINERD.to_string()],
         })
+    }
+
+    /// Sets the Windows nodes' containerd versions from `--windows-containerd`
+    /// (`1.7.27,1.6.28`: win-1 runs 1.7.27, win-2 and any later node 1.6.28). Versions before
+    /// 1.6 are refused: they have no HostProcess containers, which the fault
+    /// `hostprocess-unsupported` models instead.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] naming the malformed or unsupported version.
+    pub fn with_windows_containerd(mut self, spec: &str) -> Result<SimConfig, Error> {
+        let versions: Vec<String> = spec.split(',').map(|v| v.trim().to_string()).collect();
+        for v in &versions {
+            let parts: Vec<Option<u32>> = v.split('.').map(|p| p.parse().ok()).collect();
+            let ok = match parts.as_slice() {
+                [Some(major), Some(minor), Some(_)] => (*major, *minor) >= (1, 6),
+                _ => false,
+            };
+            if !ok {
+                return Err(Error::InvalidOption(format!(
+                    "--windows-containerd {spec:?}: {v:?} is not a containerd version 1.6.0 or later like 1.7.27"
+                )));
+            }
+        }
+        self.windows_containerd = versions;
+        Ok(self)
+    }
+
+    /// The containerd version of the Windows node at `index` among the Windows nodes.
+    fn windows_containerd_of(&self, index: usize) -> String {
+        self.windows_containerd
+            .get(index)
+            .or(self.windows_containerd.last())
+            .cloned()
+            .unwrap_or_else(|| crate::node::kubelet::DEFAULT_CONTAINERD.to_string())
     }
 
     /// Sets the feature gates from `--feature-gates` (`Name=true,...`).
@@ -385,6 +423,7 @@ impl SimCluster {
             ncfg.profile = profile.clone();
             if os == crossconf_model::os::Os::Windows {
                 ncfg.windows_build = Some(cfg.windows_build.clone());
+                ncfg.runtime_version = cfg.windows_containerd_of(index);
                 ncfg.shutdown.gate = cfg.gates.enabled(crate::gates::WINDOWS_GRACEFUL_NODE_SHUTDOWN);
                 if let Some((key, value, effect)) = &cfg.windows_taint {
                     ncfg.taints.push(k8s_openapi::api::core::v1::Taint {
@@ -563,6 +602,24 @@ mod tests {
         );
         assert!(parse_taint("os=windows").is_err());
         assert!(parse_taint("os=windows:Sometimes").is_err());
+    }
+
+    #[test]
+    fn windows_containerd_versions_go_to_the_nodes_in_order() {
+        let c = SimConfig::default();
+        assert_eq!(c.windows_containerd_of(0), "1.7.27");
+        assert_eq!(c.windows_containerd_of(1), "1.7.27");
+        let c = SimConfig::default().with_windows_containerd("1.7.27,1.6.28").unwrap();
+        assert_eq!(c.windows_containerd_of(0), "1.7.27");
+        assert_eq!(c.windows_containerd_of(1), "1.6.28");
+        assert_eq!(c.windows_containerd_of(2), "1.6.28");
+        for bad in ["1.5.13", "1.7", "v1.7.27", "1.7.27,", "two"] {
+            let err = SimConfig::default()
+                .with_windows_containerd(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("--windows-containerd"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub(crate) const SYSTEM: &str = "NT AUTHORITY\\SYSTEM";
 const LOCAL_SERVICE: &str = "NT AUTHORITY\\Local Service";
 
 /// The containerd version of a node (`containerd://1.7.27` → (1, 7)), if it runs containerd.
-fn containerd_version(runtime: &str) -> Option<(u32, u32)> {
+pub(crate) fn containerd_version(runtime: &str) -> Option<(u32, u32)> {
     let v = runtime.strip_prefix("containerd://")?;
     let mut parts = v.split('.');
     let major = parts.next()?.parse().ok()?;
@@ -179,7 +179,7 @@ pub(crate) async fn expect_succeeded(f: &Framework, pod: &PodBuilder, what: &str
 }
 
 /// Every container's state, for a failure message (`name: terminated 128 StartError: ...`).
-fn container_states(pod: &Pod) -> String {
+pub(crate) fn container_states(pod: &Pod) -> String {
     let status = pod.status.clone().unwrap_or_default();
     let all = status
         .init_container_statuses

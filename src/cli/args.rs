@@ -93,6 +93,12 @@ pub struct SimOptions {
     /// on a real cluster, until named here).
     #[arg(long, value_name = "NAME=BOOL,...")]
     pub feature_gates: Option<String>,
+    /// containerd version of each simulated Windows node in order, e.g. `1.7.27,1.6.28` (the
+    /// last repeats for later nodes; default 1.7.27). 1.6 launches HostProcess containers as
+    /// hcsshim's job containers did before the bind filter (upstream's "container command path
+    /// validation" case needs a 1.6 node).
+    #[arg(long, value_name = "VERSION,...")]
+    pub windows_containerd: Option<String>,
 }
 
 impl Default for SimOptions {
@@ -106,6 +112,7 @@ impl Default for SimOptions {
             time_scale: 1.0,
             faults: None,
             feature_gates: None,
+            windows_containerd: None,
         }
     }
 }

@@ -36,6 +36,10 @@ mod imp {
             Some(spec) => c.with_feature_gates(spec),
             None => Ok(c),
         })
+        .and_then(|c| match &o.windows_containerd {
+            Some(spec) => c.with_windows_containerd(spec),
+            None => Ok(c),
+        })
         .map_err(|e| CliError::usage(&e))
     }
 

@@ -26,6 +26,11 @@ use crossconf_sim::{SimCluster, SimConfig};
 /// The feature gates of the simulators the tests start.
 pub const SIM_FEATURE_GATES: &str = "ContainerStopSignals=true";
 
+/// The containerd versions of the tests' simulated Windows nodes: win-1 runs 1.7 (the
+/// in-cluster-config, local-group and Hyper-V cases need it), win-2 runs 1.6 (HostProcess
+/// "container command path validation" runs only there, as upstream checks).
+pub const SIM_WINDOWS_CONTAINERD: &str = "1.7.27,1.6.36";
+
 /// A cluster the harness runs cases on: the embedded simulator (with the fault spec given) or,
 /// when `CROSSCONF_KUBECONFIG` is set and no faults are asked for, that cluster.
 pub struct Target {
@@ -54,6 +59,7 @@ impl Target {
                 // upstream jobs that run them.
                 let cfg = SimConfig::from_options(2, 1, "10.0.20348", None, "fast", 1.0, faults)
                     .and_then(|c| c.with_feature_gates(SIM_FEATURE_GATES))
+                    .and_then(|c| c.with_windows_containerd(SIM_WINDOWS_CONTAINERD))
                     .map_err(|e| format!("simulator options: {e}"))?;
                 let sim = SimCluster::start(cfg)
                     .await

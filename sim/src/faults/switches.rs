@@ -469,6 +469,24 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "Windows runtimes without HostProcess (job) containers, as containerd before 1.6: their sandboxes fail",
     },
     Switch {
+        name: "eviction-manager-off",
+        arg: Arg::None,
+        breaks: "kubelets whose eviction manager never runs: a node out of memory reports no MemoryPressure \
+                 and evicts no pod",
+    },
+    Switch {
+        name: "eviction-events-lost",
+        arg: Arg::None,
+        breaks: "kubelets that evict pods for memory pressure without recording the Evicted event on the pod",
+    },
+    Switch {
+        name: "hostprocess-mountpoint-unexpanded",
+        arg: Arg::None,
+        breaks: "containerd 1.6 Windows nodes leave %CONTAINER_SANDBOX_MOUNT_POINT% and $env:CONTAINER_SANDBOX_MOUNT_POINT \
+                 in a HostProcess container's command line and working directory: programs named through them \
+                 are not found",
+    },
+    Switch {
         name: "gmsa-credspec-dropped",
         arg: Arg::None,
         breaks: "Windows kubelets never pass GMSA credential specs to the runtime: no container is domain-joined",

@@ -52,6 +52,9 @@ pub struct LatencyProfile {
     /// kube-apiserver's storage compaction interval (`--etcd-compaction-interval`, 5 min): a
     /// resourceVersion, and a continue token carrying it, stays readable one to two of these.
     pub compaction_interval_ms: f64,
+    /// How long a node keeps reporting a pressure condition after the eviction manager last
+    /// saw its threshold met (the kubelet's `evictionPressureTransitionPeriod`, 5 min).
+    pub pressure_transition_ms: f64,
     /// Multiplies every delay above (`--time-scale`).
     pub time_scale: f64,
 }
@@ -77,6 +80,7 @@ impl LatencyProfile {
             node_status_ms: 2_000.0,
             lease_renew_ms: 2_000.0,
             compaction_interval_ms: 10_000.0,
+            pressure_transition_ms: 6_000.0,
             time_scale: 1.0,
         }
     }
@@ -95,6 +99,7 @@ impl LatencyProfile {
             node_status_ms: 10_000.0,
             lease_renew_ms: 10_000.0,
             compaction_interval_ms: 300_000.0,
+            pressure_transition_ms: 300_000.0,
             time_scale: 1.0,
         }
     }
@@ -167,6 +172,11 @@ impl LatencyProfile {
     /// The API server's storage compaction interval.
     pub fn compaction_interval(&self) -> Duration {
         self.ms(self.compaction_interval_ms)
+    }
+
+    /// How long a pressure condition outlives the last threshold pass that met it.
+    pub fn pressure_transition(&self) -> Duration {
+        self.ms(self.pressure_transition_ms)
     }
 }
 

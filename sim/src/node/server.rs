@@ -178,6 +178,7 @@ async fn configz(State(kl): State<Arc<Kubelet>>) -> axum::Json<serde_json::Value
             "kubeReserved": {"cpu": format!("{}m", r.kube_cpu_millis), "memory": format!("{}Mi", r.kube_memory_bytes >> 20)},
             "systemReserved": {"cpu": format!("{}m", r.system_cpu_millis), "memory": format!("{}Mi", r.system_memory_bytes >> 20)},
             "evictionHard": {"memory.available": format!("{}Mi", r.eviction_memory_bytes >> 20), "nodefs.available": "10%"},
+            "evictionPressureTransitionPeriod": go_secs(kl.cfg.profile.pressure_transition()),
             "enforceNodeAllocatable": ["pods"],
             "clusterDNS": [kl.cfg.block.dns_service().to_string()],
             "clusterDomain": crate::node::dns::CLUSTER_DOMAIN,

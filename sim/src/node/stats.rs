@@ -82,6 +82,14 @@ fn fs_stats(capacity: u64, used: u64) -> Value {
     json!({"time": ts(), "availableBytes": capacity.saturating_sub(used), "capacityBytes": capacity, "usedBytes": used, "inodesFree": 6_000_000u64, "inodes": 6_553_600u64, "inodesUsed": 553_600u64})
 }
 
+/// The memory the node's own processes (OS, kubelet, runtime) hold besides the pods.
+pub(crate) fn system_memory(os: crossconf_model::os::Os) -> u64 {
+    match os {
+        crossconf_model::os::Os::Windows => 1_400 << 20,
+        crossconf_model::os::Os::Linux => 600 << 20,
+    }
+}
+
 /// The summary for this node.
 pub(crate) fn summary(kl: &Kubelet) -> Value {
     let drop = kl.net.faults().stats_missing();
@@ -174,10 +182,7 @@ pub(crate) fn summary(kl: &Kubelet) -> Value {
     let sys_rate = (rng.random_range(80.0..160.0) * 1e6) as u64;
     let sys_total = (uptime * 120.0 * 1e6) as u64;
     let cap_mem = kl.cfg.capacity.memory_bytes;
-    let sys_mem: u64 = match kl.cfg.os {
-        crossconf_model::os::Os::Windows => 1_400 << 20,
-        crossconf_model::os::Os::Linux => 600 << 20,
-    };
+    let sys_mem = system_memory(kl.cfg.os);
     let ws = sys_mem + node_mem;
     let started = jiff::Timestamp::now() - jiff::SignedDuration::from_secs_f64(uptime);
     let mut node_memory = memory(ws, Some(cap_mem), drop);

@@ -15,7 +15,7 @@ use crate::node::dns::PodDns;
 use crate::node::error_chain;
 use crate::node::fs::{FsView, Mount};
 use crate::node::programs::{self, Ctx, Output, PodInfo, Usage};
-use crate::node::registry::{self, Image};
+use crate::node::registry::{Image, Tool};
 use crate::node::runtime::{self, CState, LogBuffer};
 use crossconf_model::os::Os;
 
@@ -26,7 +26,7 @@ use super::probes::spawn_probes;
 use super::restart::StartFailure;
 use super::subpath::expand_sub_paths;
 use super::volumes::pod_fields;
-use super::{Kubelet, PodRt, Role, gmsa, host_process, metrics, sleep_or, with_ctr};
+use super::{Kubelet, PodRt, Role, gmsa, host_process, job_launch, metrics, sleep_or, with_ctr};
 
 /// Known Windows container users (the built-in accounts of Windows container images).
 const WINDOWS_USERS: &[&str] = &[
@@ -100,6 +100,15 @@ pub(super) async fn start_container(
     let hpc = kl.cfg.os == Os::Windows && host_process::requested(&pod, c);
     let host_root = host_process::host_root(&kl.cfg.root_dir);
     let hpc_account = hpc.then(|| host_process::account(&user, &host_root));
+    let cid = format!("{:032x}{:032x}", rand::random::<u128>(), rand::random::<u128>());
+    // containerd 1.6 mounts the image at a per-container location and resolves the command
+    // line itself (`job_launch`); 1.7 binds it at `C:\hpc\`.
+    let job_object = hpc && host_process::Flavour::of(&kl.cfg.runtime_version) == host_process::Flavour::JobObject;
+    let mount_point = if job_object {
+        job_launch::mount_point(&cid)
+    } else {
+        host_process::SANDBOX_MOUNT_POINT.to_string()
+    };
     // A kubelet with the `run-as-non-root-ignored` fault never verifies runAsNonRoot.
     if non_root == Some(true) && !kl.net.faults().is_on("run-as-non-root-ignored") {
         let root = match kl.cfg.os {
@@ -165,10 +174,7 @@ pub(super) async fn start_container(
             _ => user.rsplit('\\').next().unwrap_or(&user).to_string(),
         };
         if hpc {
-            env.insert(
-                "CONTAINER_SANDBOX_MOUNT_POINT".into(),
-                host_process::SANDBOX_MOUNT_POINT.into(),
-            );
+            env.insert("CONTAINER_SANDBOX_MOUNT_POINT".into(), mount_point.clone());
         }
         env.entry("USERPROFILE".into())
             .or_insert_with(|| format!("C:\\Users\\{account}"));
@@ -258,7 +264,6 @@ pub(super) async fn start_container(
     } else {
         img.argv(&command, &args)
     };
-    let cid = format!("{:032x}{:032x}", rand::random::<u128>(), rand::random::<u128>());
     let container_dir = kl
         .cfg
         .root_dir
@@ -316,19 +321,20 @@ pub(super) async fn start_container(
             .unwrap_or(false))
         || kl.net.faults().is_on("rootfs-read-only");
     let fs = if hpc {
-        if let Err(e) = std::fs::create_dir_all(&host_root) {
+        if let Err(e) = std::fs::create_dir_all(&host_root).and_then(|()| {
+            host_process::lay_out_executables(&host_root, &rootfs, img.has(Tool::Busybox), img.has(Tool::PowerShell))
+        }) {
             return fail_create(
                 "CreateContainerError",
                 format!("failed to create containerd container: creating the host file system: {e}"),
             );
         }
-        FsView::new(
-            kl.cfg.os,
-            host_root,
-            false,
-            host_process::mounts(rootfs, mounts),
-            kl.net.faults().clone(),
-        )
+        let mounts = if job_object {
+            host_process::mounts_job_object(&mount_point, rootfs, mounts)
+        } else {
+            host_process::mounts(rootfs, mounts)
+        };
+        FsView::new(kl.cfg.os, host_root, false, mounts, kl.net.faults().clone())
     } else {
         FsView::new(
             kl.cfg.os,
@@ -393,6 +399,22 @@ pub(super) async fn start_container(
             "failed to create containerd task: failed to create shim task: hcs::System::CreateProcess {cid}: The user name or password is incorrect.: unknown (runAsUserName {user:?})"
         ));
     }
+    // On containerd 1.6 hcsshim finds the executable by path and sets the working directory
+    // (`job_launch`); the `hostprocess-mountpoint-unexpanded` fault models a runtime that
+    // leaves `%CONTAINER_SANDBOX_MOUNT_POINT%` in them.
+    let (argv0, launch_cwd) = if job_object {
+        let expand = !kl.net.faults().is_on("hostprocess-mountpoint-unexpanded");
+        match job_launch::resolve(&argv0, c.working_dir.as_deref(), &mount_point, expand, |p| fs.stat(p)) {
+            Ok(l) => (l.argv, Some(l.cwd)),
+            Err(msg) => {
+                return start_error(format!(
+                    "failed to create containerd task: failed to create shim task: {msg}: unknown"
+                ));
+            }
+        }
+    } else {
+        (argv0, None)
+    };
     let Some(a0) = argv0.first().cloned() else {
         return start_error("failed to create containerd task: no command specified".into());
     };
@@ -417,8 +439,9 @@ pub(super) async fn start_container(
         .then(|| gmsa::credential_spec(&pod, c).and_then(gmsa::domain_join))
         .flatten()
         .map(Arc::new);
-    // A HostProcess container starts in its sandbox mount point (containerd 1.7).
-    let cwd = c.working_dir.clone().unwrap_or_else(|| {
+    // A HostProcess container starts where hcsshim put it (1.6) or in its sandbox mount point
+    // (1.7).
+    let cwd = launch_cwd.or_else(|| c.working_dir.clone()).unwrap_or_else(|| {
         if hpc {
             host_process::SANDBOX_MOUNT_POINT.into()
         } else {
@@ -614,11 +637,7 @@ fn startup_cpu_ns(os: Os) -> u64 {
 
 fn base_memory(img: &Image) -> u64 {
     let win = img.platform.os() == Os::Windows;
-    let base: u64 = if img.has(registry::Tool::Pause) {
-        1 << 20
-    } else {
-        6 << 20
-    };
+    let base: u64 = if img.has(Tool::Pause) { 1 << 20 } else { 6 << 20 };
     if win { base + (20 << 20) } else { base }
 }
 

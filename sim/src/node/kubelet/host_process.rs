@@ -1,8 +1,11 @@
-//! Windows HostProcess containers as containerd 1.7 runs them (KEP-1981, hcsshim's
+//! Windows HostProcess containers as containerd runs them (KEP-1981, hcsshim's
 //! `jobcontainers`): the process runs in a job object on the host, not in a container, so it
-//! sees the node's hostname, network and file system; the image's files are bound at the
-//! sandbox mount point `C:\hpc\` (`%CONTAINER_SANDBOX_MOUNT_POINT%`), and each volume is
-//! visible both at its `mountPath` and under that mount point (the silo's bind filter). It
+//! sees the node's hostname, network and file system. With containerd 1.7 the image's files
+//! are bound at the sandbox mount point `C:\hpc\` (`%CONTAINER_SANDBOX_MOUNT_POINT%`), and
+//! each volume is visible both at its `mountPath` and under that mount point (the silo's bind
+//! filter); with containerd 1.6 the image is mounted at `C:\C\<container id>\`, volumes only
+//! under it, and hcsshim resolves the command line itself (see [`Flavour`] and
+//! [`super::job_launch`]). It
 //! runs as one of the NT AUTHORITY service accounts, or as a temporary user hcsshim creates
 //! in the local group `runAsUserName` names (a group an init container may have created with
 //! `net localgroup NAME /add`).
@@ -19,6 +22,85 @@ use crate::node::fs::Mount;
 
 /// Where the image's files appear in a HostProcess container (containerd 1.7+).
 pub const SANDBOX_MOUNT_POINT: &str = "C:\\hpc\\";
+
+/// How a node's runtime runs HostProcess containers, by its containerd version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// containerd 1.6 (hcsshim 0.9): the image at `C:\C\<id>\`, volumes under it, the
+    /// command line and working directory rewritten and searched by hcsshim.
+    JobObject,
+    /// containerd 1.7 and later (hcsshim 0.10+, the bind filter): the image at `C:\hpc\` in a
+    /// silo, volumes also at their `mountPath`.
+    Silo,
+}
+
+impl Flavour {
+    /// The flavour of containerd `version` (`1.6.36`, `1.7.27`).
+    pub fn of(version: &str) -> Flavour {
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        if (major, minor) < (1, 7) {
+            Flavour::JobObject
+        } else {
+            Flavour::Silo
+        }
+    }
+}
+
+/// Windows programs of System32 the simulated nodes and images have as files (those the
+/// simulator emulates), so that hcsshim's path search finds them where Windows has them.
+const SYSTEM32_PROGRAMS: &[&str] = &[
+    "cmd", "ping", "ipconfig", "nslookup", "curl", "hostname", "whoami", "timeout", "findstr", "where", "tasklist",
+    "net", "nltest", "shutdown", "tar",
+];
+
+/// The executables of a Windows system, relative to its root: System32's programs and Windows
+/// PowerShell.
+fn system_files() -> Vec<String> {
+    SYSTEM32_PROGRAMS
+        .iter()
+        .map(|p| format!("windows/system32/{p}.exe"))
+        .chain(std::iter::once(
+            "windows/system32/windowspowershell/v1.0/powershell.exe".to_string(),
+        ))
+        .collect()
+}
+
+/// Lays out the executables a HostProcess container may run by path (hcsshim searches files,
+/// not names): the node's System32 under `host`, and under `rootfs` the image's: its base
+/// image's System32 and, for the upstream busybox image, `C:\bin\<applet>.exe` (its
+/// Dockerfile links every applet there). Lower-case, as the simulated Windows file system
+/// stores names. Only HostProcess containers get them: elsewhere programs are found by name.
+pub fn lay_out_executables(host: &Path, rootfs: &Path, busybox: bool, powershell: bool) -> std::io::Result<()> {
+    let exe = |root: &Path, rel: &str| -> std::io::Result<()> {
+        let p = root.join(rel);
+        if p.exists() {
+            return Ok(());
+        }
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        // The DOS header's magic, so a listing shows a non-empty file.
+        std::fs::write(p, b"MZ")
+    };
+    for f in system_files() {
+        exe(host, &f)?;
+    }
+    for f in system_files() {
+        if powershell || !f.contains("powershell") {
+            exe(rootfs, &f)?;
+        }
+    }
+    if busybox {
+        exe(rootfs, "bin/busybox.exe")?;
+        for applet in crate::node::programs::BUSYBOX_APPLETS {
+            if applet.chars().all(|c| c.is_ascii_alphanumeric()) {
+                exe(rootfs, &format!("bin/{applet}.exe"))?;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// The host-side file where `net localgroup NAME /add` records local groups (one per line);
 /// a path in the Windows file system as containers see it.
@@ -118,6 +200,30 @@ pub fn mounts(image_rootfs: PathBuf, volumes: Vec<Mount>) -> Vec<Mount> {
     out
 }
 
+/// The mounts of a HostProcess container on containerd 1.6: the image at `mount_point`
+/// (`C:\C\<id>\`) and each volume under it only (hcsshim 0.9 links them there; there is no
+/// per-container view of `mountPath` without the bind filter).
+pub fn mounts_job_object(mount_point: &str, image_rootfs: PathBuf, volumes: Vec<Mount>) -> Vec<Mount> {
+    let base = crate::node::fs::normalise(crossconf_model::os::Os::Windows, mount_point, "/");
+    let mut out = vec![Mount {
+        at: base.clone(),
+        host: image_rootfs,
+        read_only: false,
+        pipe: None,
+    }];
+    for m in volumes {
+        if m.pipe.is_some() {
+            out.push(m);
+        } else {
+            out.push(Mount {
+                at: format!("{base}{}", m.at),
+                ..m
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +279,37 @@ mod tests {
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, "e2e-group\n").unwrap();
         assert!(account("E2E-GROUP", dir.path()).unwrap().starts_with("hpc-"));
+    }
+
+    #[test]
+    fn containerd_1_6_runs_job_objects_and_1_7_silos() {
+        assert_eq!(Flavour::of("1.6.36"), Flavour::JobObject);
+        assert_eq!(Flavour::of("1.7.27"), Flavour::Silo);
+        assert_eq!(Flavour::of("2.0.1"), Flavour::Silo);
+        let v = Mount {
+            at: "/etc/configmap".into(),
+            host: PathBuf::from("/x"),
+            read_only: true,
+            pipe: None,
+        };
+        let m = mounts_job_object("C:\\C\\abc\\", PathBuf::from("/img"), vec![v]);
+        let at: Vec<&str> = m.iter().map(|m| m.at.as_str()).collect();
+        assert_eq!(at, ["/c/abc", "/c/abc/etc/configmap"]);
+    }
+
+    #[test]
+    fn executables_are_laid_out_where_windows_has_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, rootfs) = (dir.path().join("host"), dir.path().join("rootfs"));
+        lay_out_executables(&host, &rootfs, true, false).unwrap();
+        assert!(
+            host.join("windows/system32/windowspowershell/v1.0/powershell.exe")
+                .is_file()
+        );
+        assert!(rootfs.join("windows/system32/cmd.exe").is_file());
+        assert!(!rootfs.join("windows/system32/windowspowershell").exists());
+        assert!(rootfs.join("bin/uname.exe").is_file());
+        assert!(!rootfs.join("bin/[.exe").exists());
     }
 
     #[test]

@@ -47,11 +47,13 @@ mod admission;
 mod container;
 mod ephemeral;
 mod events;
+mod eviction;
 mod exec;
 pub(crate) mod gmsa;
 mod hooks;
 pub(crate) mod host_process;
 mod image_pull;
+mod job_launch;
 pub(crate) mod metrics;
 mod node_health;
 mod node_status;
@@ -158,6 +160,10 @@ pub struct NodeConfig {
     pub os: Os,
     /// Windows build (`10.0.20348`); required for Windows nodes.
     pub windows_build: Option<String>,
+    /// The containerd version the node runs (`1.7.27`), reported as
+    /// `nodeInfo.containerRuntimeVersion`; on Windows it also decides how HostProcess
+    /// containers are launched (see [`host_process::Flavour`]).
+    pub runtime_version: String,
     /// The node's index in the address plan (`addr.node(i)`, `addr.pod(i, n)`).
     pub index: usize,
     /// The cluster's address block.
@@ -184,6 +190,7 @@ impl NodeConfig {
             name: name.into(),
             os,
             windows_build: (os == Os::Windows).then(|| "10.0.20348".to_string()),
+            runtime_version: DEFAULT_CONTAINERD.into(),
             index,
             block,
             taints: vec![],
@@ -222,8 +229,8 @@ impl NodeConfig {
 
 /// The kubelet version nodes report.
 pub const KUBELET_VERSION: &str = "v1.33.0";
-/// The container runtime version nodes report.
-pub const RUNTIME_VERSION: &str = "containerd://1.7.27";
+/// The containerd version nodes run unless configured otherwise.
+pub const DEFAULT_CONTAINERD: &str = "1.7.27";
 
 /// A running kubelet.
 #[derive(Clone)]
@@ -438,6 +445,8 @@ pub(crate) struct Kubelet {
     pull_failed_once: Mutex<std::collections::HashSet<String>>,
     /// The `/metrics` counters.
     pub(crate) metrics: metrics::Metrics,
+    /// The eviction manager's memory of threshold passes (MemoryPressure).
+    pub(crate) eviction: eviction::EvictionState,
 }
 
 /// Starts a kubelet: registers the Node, starts heartbeats, the kubelet HTTPS server on
@@ -475,6 +484,7 @@ pub async fn start_node(
         health: node_health::NodeHealth::new(),
         pull_failed_once: Mutex::new(std::collections::HashSet::new()),
         metrics: metrics::Metrics::default(),
+        eviction: eviction::EvictionState::default(),
         cancel: cancel.child_token(),
         client,
         net,
@@ -500,6 +510,7 @@ pub async fn start_node(
     tokio::spawn(lease_loop(kl.clone()));
     tokio::spawn(pod_watch(kl.clone()));
     tokio::spawn(power::power_loop(kl.clone()));
+    tokio::spawn(eviction::eviction_loop(kl.clone()));
     tokio::spawn(crate::node::stats::sampler(kl.clone()));
     info!(node = %kl.cfg.name, ip = %kl.cfg.block.node(kl.cfg.index), "kubelet started");
     Ok(NodeHandle {

@@ -21,7 +21,7 @@ use crate::addr::KUBELET_PORT;
 use crossconf_model::os::{self, Os};
 
 use super::node_health::{Change, HEALTH_TICK};
-use super::{KUBELET_VERSION, Kubelet, KubeletError, RUNTIME_VERSION};
+use super::{KUBELET_VERSION, Kubelet, KubeletError};
 
 fn q(s: impl Into<String>) -> Quantity {
     Quantity(s.into())
@@ -133,12 +133,21 @@ impl Kubelet {
             capacity: Some(capacity),
             allocatable: Some(allocatable),
             conditions: Some(vec![
-                cond(
-                    "MemoryPressure",
-                    "False",
-                    "KubeletHasSufficientMemory",
-                    "kubelet has sufficient memory available",
-                ),
+                if self.eviction.memory_pressure(c.profile.pressure_transition()) {
+                    cond(
+                        "MemoryPressure",
+                        "True",
+                        "KubeletHasInsufficientMemory",
+                        "kubelet has insufficient memory available",
+                    )
+                } else {
+                    cond(
+                        "MemoryPressure",
+                        "False",
+                        "KubeletHasSufficientMemory",
+                        "kubelet has sufficient memory available",
+                    )
+                },
                 cond(
                     "DiskPressure",
                     "False",
@@ -183,7 +192,7 @@ impl Kubelet {
                 } else {
                     self.power.boot_id()
                 },
-                container_runtime_version: RUNTIME_VERSION.into(),
+                container_runtime_version: format!("containerd://{}", c.runtime_version),
                 kernel_version: kernel,
                 kube_proxy_version: KUBELET_VERSION.into(),
                 kubelet_version: KUBELET_VERSION.into(),

@@ -19,6 +19,7 @@ pub mod inclusterclient;
 pub mod servers;
 pub mod stdin;
 pub mod tar;
+pub mod testlimit;
 
 pub use stdin::{Stdin, StdinWriter};
 
@@ -232,6 +233,8 @@ pub enum Prog {
     Httpd,
     /// resource-consumer.
     Consumer,
+    /// Sysinternals Testlimit (`testlimit.exe`, Windows resource-consumer).
+    TestLimit,
     /// `tar`: busybox's applet on Linux, `tar.exe` (bsdtar) in Windows' System32.
     Tar,
     /// A single command run without a shell (a busybox applet or a Windows system program).
@@ -271,6 +274,9 @@ pub fn find(argv0: &str, image: &Image) -> Option<Prog> {
         "nginx" if has(Tool::Nginx) => Some(Prog::Nginx),
         "httpd" | "httpd-foreground" if has(Tool::Httpd) => Some(Prog::Httpd),
         "consumer" | "resource-consumer" if has(Tool::Consumer) => Some(Prog::Consumer),
+        "testlimit" | "testlimit64" if has(Tool::Consumer) && image.platform.os() == Os::Windows => {
+            Some(Prog::TestLimit)
+        }
         // Cluster add-on daemons idle: kube-proxy and the pod network are modelled in-process.
         "kube-proxy" | "flanneld" if has(Tool::Addon) => Some(Prog::Pause),
         // busybox has the applet; Windows Server 2019 and later ship tar.exe in System32.
@@ -314,6 +320,7 @@ pub fn run(ctx: Ctx, argv: Vec<String>, stdin: Option<Stdin>) -> BoxFuture<'stat
             Prog::Nginx => servers::static_web(ctx, servers::NGINX_PAGE).await,
             Prog::Httpd => servers::static_web(ctx, servers::HTTPD_PAGE).await,
             Prog::Consumer => servers::resource_consumer(ctx, argv[1..].to_vec()).await,
+            Prog::TestLimit => testlimit::run(ctx, &argv[1..]).await,
             Prog::Direct => {
                 let dialect = if ctx.image.has(Tool::Busybox)
                     && !(ctx.pod.os == Os::Windows

@@ -426,14 +426,18 @@ impl Interp {
                     0
                 }
                 "uname" if self.has_applet("uname") => {
-                    self.line(
-                        io,
-                        if args.iter().any(|a| a == "-a") {
-                            "Linux crossconf-sim 6.1.0 #1 SMP x86_64 GNU/Linux"
-                        } else {
-                            "Linux"
-                        },
-                    );
+                    // busybox-w32 (the upstream Windows busybox image) reports Windows_NT and,
+                    // for `-o`, MS/Windows.
+                    let windows = self.ctx.pod.os == Os::Windows;
+                    let text = match (windows, args.iter().any(|a| a == "-a"), args.iter().any(|a| a == "-o")) {
+                        (true, true, _) => format!("Windows_NT {} 10.0 20348 x86_64 MS/Windows", self.ctx.pod.hostname),
+                        (true, false, true) => "MS/Windows".into(),
+                        (true, false, false) => "Windows_NT".into(),
+                        (false, true, _) => "Linux crossconf-sim 6.1.0 #1 SMP x86_64 GNU/Linux".into(),
+                        (false, false, true) => "GNU/Linux".into(),
+                        (false, false, false) => "Linux".into(),
+                    };
+                    self.line(io, &text);
                     0
                 }
                 "id" if self.has_applet("id") => {
