@@ -16,7 +16,6 @@ pub mod dns_conformance;
 pub mod endpointslice;
 pub mod eviction;
 pub mod gmsa;
-pub mod gmsa_full;
 pub mod hostprocess;
 pub mod hostprocess_paths;
 pub mod hybrid;
@@ -87,7 +86,6 @@ pub fn all() -> Vec<Case> {
     cases.extend(kubelet_metrics::cases());
     cases.extend(subpath_cleanup::cases());
     cases.extend(gmsa::cases());
-    cases.extend(gmsa_full::cases());
     cases.extend(eviction::cases());
     cases.extend(apimachinery::cases());
     cases.extend(apiops::cases());

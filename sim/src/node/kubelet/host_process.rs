@@ -210,6 +210,7 @@ pub fn mounts_job_object(mount_point: &str, image_rootfs: PathBuf, volumes: Vec<
         host: image_rootfs,
         read_only: false,
         pipe: None,
+        tmpfs_bytes: None,
     }];
     for m in volumes {
         if m.pipe.is_some() {
@@ -291,6 +292,7 @@ mod tests {
             host: PathBuf::from("/x"),
             read_only: true,
             pipe: None,
+            tmpfs_bytes: None,
         };
         let m = mounts_job_object("C:\\C\\abc\\", PathBuf::from("/img"), vec![v]);
         let at: Vec<&str> = m.iter().map(|m| m.at.as_str()).collect();
