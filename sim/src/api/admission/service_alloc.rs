@@ -54,15 +54,17 @@ const RANGE: u16 = 16 * 256;
 fn free_cluster_ip(block: crate::addr::AddressBlock, in_use: &[Ipv4Addr]) -> Option<Ipv4Addr> {
     use rand::Rng;
     let mut rng = rand::rng();
-    [(STATIC_BAND, RANGE - 1), (2, STATIC_BAND)].into_iter().find_map(|(lo, hi)| {
-        let span = hi - lo;
-        let start = rng.random_range(0..span);
-        (0..span)
-            .map(|k| lo + (start + k) % span)
-            .filter(|n| *n != 10)
-            .filter_map(|n| block.service(n))
-            .find(|ip| !in_use.contains(ip))
-    })
+    [(STATIC_BAND, RANGE - 1), (2, STATIC_BAND)]
+        .into_iter()
+        .find_map(|(lo, hi)| {
+            let span = hi - lo;
+            let start = rng.random_range(0..span);
+            (0..span)
+                .map(|k| lo + (start + k) % span)
+                .filter(|n| *n != 10)
+                .filter_map(|n| block.service(n))
+                .find(|ip| !in_use.contains(ip))
+        })
 }
 
 /// Allocates (or checks a requested) ClusterIP and NodePorts. Callers hold
