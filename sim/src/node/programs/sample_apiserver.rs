@@ -454,7 +454,7 @@ fn object(
         },
         Method::PATCH => match patched(srv, k, version, ns, name, headers, body) {
             Ok(obj) => srv.objects.update(k, ns, name, obj).map(|o| (StatusCode::OK, o)),
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         },
         Method::DELETE => {
             return match srv.objects.delete(k, ns, name) {
@@ -491,28 +491,31 @@ fn patched(
     name: &str,
     headers: &HeaderMap,
     body: &Bytes,
-) -> Result<Value, Response> {
-    let current = srv.objects.get(k, ns, name).map_err(|r| refused(k, name, &r))?;
+) -> Result<Value, Box<Response>> {
+    let current = srv
+        .objects
+        .get(k, ns, name)
+        .map_err(|r| Box::new(refused(k, name, &r)))?;
     let mut doc = typed(current, k, version);
     let ct = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let bad = |e: String| status(400, "BadRequest", &e, None);
+    let bad = |e: String| Box::new(status(400, "BadRequest", &e, None));
     let p: Value = serde_json::from_slice(body).map_err(|e| bad(format!("error decoding patch: {e}")))?;
     if ct.starts_with("application/json-patch+json") {
         let ops: json_patch::Patch = serde_json::from_value(p).map_err(|e| bad(e.to_string()))?;
-        json_patch::patch(&mut doc, &ops).map_err(|e| status(422, "Invalid", &e.to_string(), None))?;
+        json_patch::patch(&mut doc, &ops).map_err(|e| Box::new(status(422, "Invalid", &e.to_string(), None)))?;
     } else if ct.starts_with("application/merge-patch+json") || ct.starts_with("application/strategic-merge-patch+json")
     {
         json_patch::merge(&mut doc, &p);
     } else {
-        return Err(status(
+        return Err(Box::new(status(
             415,
             "UnsupportedMediaType",
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
             None,
-        ));
+        )));
     }
     // The patch applies to what is stored now, whatever version it was read at.
     if let Some(m) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
