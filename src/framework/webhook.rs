@@ -137,14 +137,20 @@ impl ConversionServer {
 }
 
 /// A CA certificate and a serving certificate and key it signed, PEM.
-struct Certs {
-    ca: String,
-    cert: String,
-    key: String,
+pub struct Certs {
+    /// The CA certificate (what a `caBundle` carries).
+    pub ca: String,
+    /// The serving certificate.
+    pub cert: String,
+    /// Its private key.
+    pub key: String,
 }
 
 /// Upstream's `setupServerCert`: a CA of the case's own and a certificate for `dns_name`.
-fn certs(dns_name: &str) -> Result<Certs, Error> {
+///
+/// # Errors
+/// rcgen's refusal.
+pub fn certs(dns_name: &str) -> Result<Certs, Error> {
     let ca_key = KeyPair::generate().map_err(Error::Certificate)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(Error::Certificate)?;
     ca.distinguished_name.push(DnType::CommonName, "e2e-server-cert-ca");

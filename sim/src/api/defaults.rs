@@ -159,12 +159,31 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
         }
         ("scheduling.k8s.io", "priorityclasses") => set(obj, "preemptionPolicy", json!("PreemptLowerPriority")),
         ("autoscaling", "horizontalpodautoscalers") => hpa_spec(child(obj, "spec")),
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => rbac_binding(obj),
         ("", "podtemplates") => {
             if let Some(ps) = obj.get_mut("template").and_then(|t| t.get_mut("spec")) {
                 pod_spec(ps);
             }
         }
         _ => cluster_kinds(def, obj),
+    }
+}
+
+/// rbac/v1 `SetDefaults_RoleBinding`, `SetDefaults_ClusterRoleBinding` and
+/// `SetDefaults_Subject`: an empty `roleRef.apiGroup` (and a User or Group subject's) is the
+/// RBAC group, so `apiGroup: ""` in a manifest (upstream's Aggregator case writes it) is valid.
+fn rbac_binding(obj: &mut Value) {
+    const RBAC: &str = "rbac.authorization.k8s.io";
+    let empty = |v: &Value| v.get("apiGroup").and_then(Value::as_str).is_none_or(str::is_empty);
+    if let Some(r) = obj.get_mut("roleRef").filter(|r| r.is_object())
+        && empty(r)
+    {
+        r["apiGroup"] = json!(RBAC);
+    }
+    for s in each(obj, "subjects") {
+        if matches!(s.get("kind").and_then(Value::as_str), Some("User" | "Group")) && empty(s) {
+            s["apiGroup"] = json!(RBAC);
+        }
     }
 }
 
@@ -479,6 +498,20 @@ pub fn qos_class(spec: &Value) -> &'static str {
 mod tests {
     use super::*;
     use crate::api::registry::find;
+
+    #[test]
+    fn rbac_bindings_default_the_empty_api_group() {
+        let def = crate::api::registry::builtin()
+            .into_iter()
+            .find(|d| d.plural == "rolebindings")
+            .unwrap();
+        let mut rb = json!({"roleRef": {"apiGroup": "", "kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "u"}, {"kind": "ServiceAccount", "name": "default", "namespace": "n", "apiGroup": ""}]});
+        apply(def, &mut rb);
+        assert_eq!(rb["roleRef"]["apiGroup"], "rbac.authorization.k8s.io");
+        assert_eq!(rb["subjects"][0]["apiGroup"], "rbac.authorization.k8s.io");
+        assert_eq!(rb["subjects"][1]["apiGroup"], "");
+    }
 
     #[test]
     fn pod_defaults_like_upstream() {

@@ -273,7 +273,11 @@ pub fn root(st: &AppState, defs: &[&'static ResourceDef], legacy: bool, headers:
         } else {
             defs
         };
-        let body = aggregated_in(defs, legacy, v).to_string();
+        let mut doc = aggregated_in(defs, legacy, v);
+        if !legacy && let Some(items) = doc["items"].as_array_mut() {
+            items.extend(super::aggregator::aggregated_items(st));
+        }
+        let body = doc.to_string();
         let ct = format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList");
         return (
             [
@@ -284,7 +288,15 @@ pub fn root(st: &AppState, defs: &[&'static ResourceDef], legacy: bool, headers:
         )
             .into_response();
     }
-    let body = if legacy { api_versions(st) } else { api_groups_in(defs) };
+    let body = if legacy {
+        api_versions(st)
+    } else {
+        let mut groups = api_groups_in(defs);
+        if let Some(list) = groups["groups"].as_array_mut() {
+            list.extend(super::aggregator::groups(st));
+        }
+        groups
+    };
     json_response(200, &body, &[])
 }
 

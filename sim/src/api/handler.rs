@@ -135,6 +135,24 @@ async fn handle(st: AppState, req: Request) -> ApiResult<Response> {
         .copied()
         .filter(|d| !hidden.iter().any(|g| g == d.group))
         .collect();
+    // kube-aggregator sits in front of everything else: a group version an APIService hands
+    // to a Service is proxied, and a group only such APIServices serve has its own document.
+    if let ["apis", g, rest @ ..] = path.trim_matches('/').split('/').collect::<Vec<_>>().as_slice() {
+        if let Some(v) = rest.first()
+            && let Some(svc) = super::aggregator::serving(&st, g, v)
+        {
+            return Ok(super::aggregator::proxy::serve(&st, &svc, req).await);
+        }
+        if rest.is_empty()
+            && !defs.iter().any(|d| d.group == *g)
+            && let Some(mut doc) = super::aggregator::groups(&st).into_iter().find(|e| e["name"] == *g)
+        {
+            get_only(&method)?;
+            doc["kind"] = "APIGroup".into();
+            doc["apiVersion"] = "v1".into();
+            return Ok(json_response(200, &doc, &[]));
+        }
+    }
     match route::parse_with(&path, &defs) {
         Route::Group(g) | Route::GroupVersion(g, _) if hidden.contains(&g) => Err(ApiError::no_route(&path)),
         Route::Version => {

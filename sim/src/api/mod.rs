@@ -12,10 +12,12 @@
 //! - [`discovery`], [`openapi`], [`table`]: what kubectl reads to find and print things.
 //! - [`crd`]: CustomResourceDefinitions and the custom kinds they serve.
 //! - [`proxy`]: logs, exec and proxies forwarded to kubelets and pods.
+//! - [`aggregator`]: APIServices served by another API server behind a Service.
 //! - [`transient`]: the transient fault switches (error answers, latency spikes, cut responses,
 //!   outages, cut watches).
 
 pub mod admission;
+pub mod aggregator;
 pub mod auth;
 pub mod bootstrap;
 pub mod compactor;

@@ -162,6 +162,7 @@ impl ApiServer {
         };
         tracker.spawn(serve(listener, serving));
         tracker.spawn(transient::watch_cut::run(state.clone(), cancel.clone()));
+        tracker.spawn(super::aggregator::availability::run(state.clone(), cancel.clone()));
         if let Some(every) = compaction_interval {
             tracker.spawn(super::compactor::run(state.clone(), every, cancel.clone()));
         }

@@ -74,6 +74,8 @@ pub struct Shared {
     pub started: std::time::Instant,
     /// The custom kinds this server's CustomResourceDefinitions serve.
     pub crds: super::crd::Table,
+    /// The discovery documents of the aggregated API servers (see [`super::aggregator`]).
+    pub aggregated: super::aggregator::Cache,
 }
 
 /// The cheap-to-clone handle to the state.
@@ -111,6 +113,7 @@ impl AppState {
             conn_drops,
             started: std::time::Instant::now(),
             crds: super::crd::Table::default(),
+            aggregated: super::aggregator::Cache::default(),
         }));
         super::bootstrap::bootstrap(&st);
         st

@@ -601,6 +601,13 @@ pub const SWITCHES: &[Switch] = &[
                  pods) from every update it stores, as a server that does not know the field drops it on decoding",
     },
     Switch {
+        name: "aggregator-front-proxy-off",
+        arg: Arg::None,
+        breaks: "kube-apiserver runs without --proxy-client-cert-file: the aggregator sends no X-Remote-User / \
+                 X-Remote-Group headers to aggregated API servers, which then see every proxied request (the \
+                 availability check's too) as system:anonymous and refuse it",
+    },
+    Switch {
         name: "impersonation-ignored",
         arg: Arg::None,
         breaks: "a proxy in front of the API server strips the Impersonate-* headers: requests run as the \

@@ -1,7 +1,7 @@
 //! Adapted `[sig-api-machinery]` cases: admission webhooks (test/e2e/apimachinery/webhook.go),
 //! CustomResourceDefinition resources, defaulting and watches of custom objects
 //! (custom_resource_definition.go, crd_watch.go), conversion webhooks (crd_conversion_webhook.go), their OpenAPI publication (crd_publish_openapi.go), watches (watch.go), discovery and the server
-//! version (discovery.go, server_version.go, aggregated_discovery.go), LIST chunking and Table negotiation (chunking.go,
+//! version (discovery.go, server_version.go, aggregated_discovery.go), the aggregated sample-apiserver (aggregator.go), LIST chunking and Table negotiation (chunking.go,
 //! table_conversion.go), server-side field validation (field_validation.go), ResourceQuota
 //! (resource_quota.go, with the older quota cases in `cases::policy`) and API priority and
 //! fairness objects (flowcontrol.go), ValidatingAdmissionPolicy (validatingadmissionpolicy.go),
@@ -11,6 +11,7 @@
 //! check is the API server's dispatch to it, the same on both OSes.
 
 mod aggregated_discovery;
+mod aggregator;
 mod api_surface;
 mod conditions;
 pub(crate) mod crd;
@@ -49,6 +50,7 @@ pub fn cases() -> Vec<Case> {
     cases.extend(crd_publish_openapi::cases());
     cases.extend(field_validation::cases());
     cases.extend(aggregated_discovery::cases());
+    cases.extend(aggregator::cases());
     cases.extend(vap::cases());
     cases.extend(vap_api::cases());
     cases.extend(watch::cases());

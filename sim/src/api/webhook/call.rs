@@ -199,7 +199,7 @@ fn target(st: &AppState, cc: &Value, timeout: Duration) -> Result<Target, CallEr
 /// carries it). With none, nothing is trusted: the simulator has no system roots to fall back
 /// on, so such a webhook fails verification, which is what an e2e webhook signed by its own
 /// CA would do against system roots too.
-fn tls_config(cc: &Value) -> Result<Arc<rustls::ClientConfig>, String> {
+pub(crate) fn tls_config(cc: &Value) -> Result<Arc<rustls::ClientConfig>, String> {
     use base64::Engine;
     crate::install_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();

@@ -14,8 +14,11 @@ mod agnhost_netexec;
 mod agnhost_nettest;
 mod agnhost_oidc;
 pub mod agnhost_webhook;
+pub mod etcd;
 pub mod image_files;
 pub mod inclusterclient;
+pub mod sample_apiserver;
+pub mod sample_apiserver_store;
 pub mod servers;
 pub mod stdin;
 pub mod tar;
@@ -237,6 +240,10 @@ pub enum Prog {
     TestLimit,
     /// `tar`: busybox's applet on Linux, `tar.exe` (bsdtar) in Windows' System32.
     Tar,
+    /// `/kube-sample-apiserver`.
+    SampleApiServer,
+    /// `etcd`.
+    Etcd,
     /// A single command run without a shell (a busybox applet or a Windows system program).
     Direct,
 }
@@ -277,6 +284,8 @@ pub fn find(argv0: &str, image: &Image) -> Option<Prog> {
         "testlimit" | "testlimit64" if has(Tool::Consumer) && image.platform.os() == Os::Windows => {
             Some(Prog::TestLimit)
         }
+        "kube-sample-apiserver" if has(Tool::SampleApiServer) => Some(Prog::SampleApiServer),
+        "etcd" if has(Tool::Etcd) => Some(Prog::Etcd),
         // Cluster add-on daemons idle: kube-proxy and the pod network are modelled in-process.
         "kube-proxy" | "flanneld" if has(Tool::Addon) => Some(Prog::Pause),
         // busybox has the applet; Windows Server 2019 and later ship tar.exe in System32.
@@ -321,6 +330,8 @@ pub fn run(ctx: Ctx, argv: Vec<String>, stdin: Option<Stdin>) -> BoxFuture<'stat
             Prog::Httpd => servers::static_web(ctx, servers::HTTPD_PAGE).await,
             Prog::Consumer => servers::resource_consumer(ctx, argv[1..].to_vec()).await,
             Prog::TestLimit => testlimit::run(ctx, &argv[1..]).await,
+            Prog::SampleApiServer => sample_apiserver::run(ctx, argv[1..].to_vec()).await,
+            Prog::Etcd => etcd::run(ctx, argv[1..].to_vec()).await,
             Prog::Direct => {
                 let dialect = if ctx.image.has(Tool::Busybox)
                     && !(ctx.pod.os == Os::Windows

@@ -30,6 +30,8 @@ fn family_of_repository(repository: &str) -> Option<Family> {
         "jessie-dnsutils" => Family::DnsUtils,
         "nanoserver" | "windows-nanoserver" => Family::NanoServer,
         "servercore" => Family::ServerCore,
+        "sample-apiserver" => Family::SampleApiServer,
+        "etcd" => Family::Etcd,
         _ => return None,
     })
 }

@@ -96,6 +96,9 @@ pub(super) fn build_image(name: &str, reference: ImageRef, family: Family, platf
         Family::Httpd => vec![Tool::Httpd, Tool::Busybox],
         Family::NanoServer => vec![],
         Family::ServerCore => vec![Tool::PowerShell],
+        // Both are distroless images: the one binary and no shell.
+        Family::SampleApiServer => vec![Tool::SampleApiServer],
+        Family::Etcd => vec![Tool::Etcd],
     };
     if win {
         // Every Windows image carries cmd.exe; the upstream test images are built on a
@@ -124,6 +127,8 @@ pub(super) fn build_image(name: &str, reference: ImageRef, family: Family, platf
         Family::Nginx => (vec![], s(&["nginx", "-g", "daemon off;"])),
         Family::Httpd => (vec![], s(&["httpd-foreground"])),
         Family::NanoServer | Family::ServerCore => (vec![], s(&["c:\\windows\\system32\\cmd.exe"])),
+        Family::SampleApiServer => (s(&["/kube-sample-apiserver"]), vec![]),
+        Family::Etcd => (vec![], s(&["/usr/local/bin/etcd"])),
     };
     let weight = match (win, family) {
         (false, _) => ImageWeight::Linux,

@@ -139,6 +139,10 @@ pub enum Tool {
     /// A cluster add-on daemon (`kube-proxy`, `flanneld`): the simulator's kube-proxy and pod
     /// network live in-process, so the add-on pods only stay up and idle.
     Addon,
+    /// `/kube-sample-apiserver`, upstream's sample aggregated API server (wardle.example.com).
+    SampleApiServer,
+    /// `/usr/local/bin/etcd`, the key-value store the sample-apiserver keeps its objects in.
+    Etcd,
 }
 
 /// The family an image belongs to (decides tools, entrypoint, weight and default user).
@@ -160,6 +164,10 @@ enum Family {
     DnsUtils,
     /// A cluster add-on image (kube-proxy, flannel).
     Addon,
+    /// The e2e `sample-apiserver` image.
+    SampleApiServer,
+    /// The `etcd` image.
+    Etcd,
 }
 
 /// How the variants are published: a manifest list is platform-filtered at pull time; a
