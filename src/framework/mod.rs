@@ -7,6 +7,7 @@
 //! mirrors: intent only, no plumbing.
 
 mod context;
+mod defer;
 pub mod dump;
 mod exec;
 pub mod health;
@@ -35,6 +36,7 @@ use crate::cluster::{NodeInfo, Pools};
 use crate::os::Os;
 
 pub use context::{CaseSettings, ImageResolver, RunContext};
+pub use defer::delete_ignoring_absent;
 pub use dump::dump_namespace;
 pub use exec::ExecOutput;
 pub use kubectl::{KubectlOutput, KubectlSettings};
@@ -138,6 +140,7 @@ pub struct Framework {
     deadline: Instant,
     log: Arc<Mutex<String>>,
     properties: Arc<Mutex<Vec<(String, String)>>>,
+    deferred: defer::DeferredCleanups,
 }
 
 /// Upstream `framework.PodStartTimeout`: how long a single pod may take to start.
@@ -159,6 +162,7 @@ impl Framework {
             deadline,
             log: Arc::default(),
             properties: Arc::default(),
+            deferred: defer::DeferredCleanups::default(),
         };
         f.wait_default_service_account().await?;
         Ok(f)

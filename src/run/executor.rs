@@ -21,6 +21,9 @@ use super::signal::Shutdown;
 use crate::catalog::Case;
 use crate::framework::{self, CaseError, Framework, RunContext};
 
+/// How long each deferred clean-up of a case may take (a delete and, at most, its retries).
+const DEFERRED_CLEANUP_WITHIN: Duration = Duration::from_secs(60);
+
 /// Errors building a runner from user input (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum BuildError {
@@ -403,6 +406,21 @@ impl Runner {
                 Err(_) => f.step("failure dump did not finish within 60s"),
             }
         }
+        // Deferred clean-ups run after the dump (which wants the state the body left) and before
+        // the namespace goes; after a timeout too, which is what they are for. A passing body
+        // whose clean-up fails fails, as under ginkgo.
+        let result = if shutdown.skip_cleanup() {
+            result
+        } else {
+            match (result, f.run_deferred_cleanups(DEFERRED_CLEANUP_WITHIN).await) {
+                (AttemptResult::Passed, Err(e)) => AttemptResult::Failed(e.to_string()),
+                (r, Err(e)) => {
+                    f.step(e);
+                    r
+                }
+                (r, Ok(())) => r,
+            }
+        };
         let delete = self.cfg.delete_namespace && (!failed || self.cfg.delete_namespace_on_failure);
         if delete && !shutdown.skip_cleanup() {
             if let Err(e) = framework::delete_namespace(&ctx.client, f.ns()).await {

@@ -21,7 +21,7 @@ use super::events::{EventType, Recorder};
 use super::informer::{Informer, Requeue, reconcile_each};
 use super::plane::{Component, Ctx};
 use super::util::{controlled_by, controller_of, owner_ref, selector_matches, set_condition, template_hash};
-use super::writes::patch_status;
+use super::writes::{patch_status, patch_status_at};
 
 /// The label that ties a ReplicaSet and its pods to one template of a Deployment.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
@@ -612,20 +612,33 @@ async fn update_status(
     .any(|k| zero_if_missing(k) != desired[*k])
         || current.get("conditions").cloned().unwrap_or(json!([])) != desired["conditions"];
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
+    // The version the status write is conditional on: the one this pass read, or the one the
+    // revision annotation's write produced (upstream updates the object it got back).
+    let mut rv = d.metadata.resource_version.clone();
     if let Some(n) = new {
         let rev = n.annotations().get(REVISION).cloned().unwrap_or_default();
         if d.annotations().get(REVISION) != Some(&rev) && !rev.is_empty() {
-            api.patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {REVISION: rev}}})),
-            )
-            .await
-            .ctx("annotate", || format!("deployment {ns}/{name}"))?;
+            let annotated = api
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {
+                        "resourceVersion": rv,
+                        "annotations": {REVISION: rev},
+                    }})),
+                )
+                .await
+                .ctx("annotate", || format!("deployment {ns}/{name}"))?;
+            rv = annotated.metadata.resource_version;
         }
     }
     if differs {
-        patch_status(&api, &name, desired, || format!("deployment {ns}/{name}")).await?;
+        // Conditional, as upstream's UpdateStatus: conditions computed from a stale cache must
+        // answer 409 (and be recomputed) rather than drop one a client added through /status.
+        patch_status_at(&api, &name, rv.as_deref(), desired, || {
+            format!("deployment {ns}/{name}")
+        })
+        .await?;
     }
     Ok(())
 }

@@ -99,7 +99,13 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
 
 async fn discover(ctx: &Ctx) -> Result<Vec<(ApiResource, bool)>> {
     let mut out = Vec::new();
-    for (ar, caps) in ctx.served_resources().await? {
+    let served = ctx.served_resources().await?;
+    // Upstream's GetDeletableResources: a group that failed discovery is logged and left out;
+    // the collector goes on with the rest.
+    if let Some(why) = served.failure_text() {
+        tracing::warn!(error = %why, "garbage collector discovery incomplete");
+    }
+    for (ar, caps) in served.resources {
         if ar.plural == "events"
             || !caps.supports_operation(verbs::LIST)
             || !caps.supports_operation(verbs::WATCH)

@@ -17,6 +17,7 @@ use kube::{Api, ResourceExt};
 
 use super::error::{ApiContext, Result, is_not_found};
 use super::informer::{Requeue, Wake};
+use super::namespace_conditions::{self, PassFindings};
 use super::plane::Ctx;
 
 /// The finalizer the API server puts in `spec.finalizers` of every namespace.
@@ -25,9 +26,26 @@ pub const KUBERNETES_FINALIZER: &str = "kubernetes";
 /// How long one discovery result is reused across namespaces and passes.
 const DISCOVERY_TTL: Duration = Duration::from_secs(30);
 
+/// How long a discovery result with failed groups is reused: upstream rediscovers on every
+/// sync, and a namespace waits on nothing else once the failing group is back.
+const FAILED_DISCOVERY_TTL: Duration = Duration::from_secs(2);
+
 struct Resources {
     list: Vec<ApiResource>,
+    /// How many group versions failed, and client-go's text for it.
+    failure: Option<(usize, String)>,
     at: Instant,
+}
+
+impl Resources {
+    fn fresh(&self) -> bool {
+        let ttl = if self.failure.is_some() {
+            FAILED_DISCOVERY_TTL
+        } else {
+            DISCOVERY_TTL
+        };
+        self.at.elapsed() <= ttl
+    }
 }
 
 /// Namespaces synced at once, as kube-controller-manager's
@@ -56,12 +74,9 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
             .filter(|ns| ns.metadata.deletion_timestamp.is_some())
             .collect();
         if !terminating.is_empty() {
-            if cache.as_ref().is_none_or(|c| c.at.elapsed() > DISCOVERY_TTL) {
+            if cache.as_ref().is_none_or(|c| !c.fresh()) {
                 cache = match namespaced_resources(&ctx).await {
-                    Ok(list) => Some(Resources {
-                        list,
-                        at: Instant::now(),
-                    }),
+                    Ok(r) => Some(r),
                     Err(e) => {
                         tracing::warn!(error = %super::error::chain(&e), "discovery for namespace cleanup failed");
                         None
@@ -71,7 +86,6 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
             match cache.as_ref() {
                 None => requeue.after(Duration::from_secs(1)),
                 Some(resources) => {
-                    let resources = &resources.list;
                     // At most CONCURRENT_SYNCS at a time, each starting as soon as another
                     // ends: one namespace held up by a slow answer does not hold a batch.
                     let syncs: Vec<_> = terminating.iter().map(|ns| named_sync(&ctx, ns, resources)).collect();
@@ -108,18 +122,30 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
     }
 }
 
-/// The namespaced resources that can be listed and deleted, from discovery.
-async fn namespaced_resources(ctx: &Ctx) -> Result<Vec<ApiResource>> {
-    let mut out = Vec::new();
-    for (ar, caps) in ctx.served_resources().await? {
-        if caps.scope == Scope::Namespaced
-            && caps.supports_operation(verbs::LIST)
-            && caps.supports_operation(verbs::DELETE)
-        {
-            out.push(ar);
-        }
+/// The namespaced resources that can be listed and deleted, from discovery, with the groups
+/// whose discovery failed (their content cannot be deleted, so no namespace can be finalized
+/// until they answer again: upstream's `NamespaceDeletionDiscoveryFailure`).
+async fn namespaced_resources(ctx: &Ctx) -> Result<Resources> {
+    let served = ctx.served_resources().await?;
+    let failure = served.failure_text().map(|t| (served.failed.len(), t));
+    if let Some((_, why)) = &failure {
+        tracing::warn!(error = %why, "discovery for namespace cleanup incomplete");
     }
-    Ok(out)
+    let list = served
+        .resources
+        .into_iter()
+        .filter(|(_, caps)| {
+            caps.scope == Scope::Namespaced
+                && caps.supports_operation(verbs::LIST)
+                && caps.supports_operation(verbs::DELETE)
+        })
+        .map(|(ar, _)| ar)
+        .collect();
+    Ok(Resources {
+        list,
+        failure,
+        at: Instant::now(),
+    })
 }
 
 /// Lists `api`, trying again on a failure other than NotFound: client-go, which the real
@@ -142,7 +168,7 @@ async fn list_retrying(api: &Api<DynamicObject>) -> std::result::Result<Vec<Dyna
 
 /// [`sync`] with the namespace it was for (the futures are built here, not in a stream
 /// combinator's closure, so the compiler can see they are `Send` for the spawned controller).
-async fn named_sync<'a>(ctx: &Ctx, ns: &'a Namespace, resources: &[ApiResource]) -> (&'a Namespace, Result<bool>) {
+async fn named_sync<'a>(ctx: &Ctx, ns: &'a Namespace, resources: &Resources) -> (&'a Namespace, Result<bool>) {
     (ns, sync(ctx, ns, resources).await)
 }
 
@@ -160,7 +186,7 @@ async fn list_contents(
 }
 
 /// One pass over a terminating namespace; `Ok(true)` once it is finalized.
-async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bool> {
+async fn sync(ctx: &Ctx, ns: &Namespace, discovered: &Resources) -> Result<bool> {
     let name = ns.name_any();
     let pending_finalizer = ns
         .spec
@@ -173,12 +199,15 @@ async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bo
     // Like upstream's deleteAllContent: an error on one resource does not stop the others;
     // the first is returned once every resource had its turn, so a transient API error costs
     // one requeue, not a whole pass.
-    let mut remaining = 0usize;
+    let mut findings = PassFindings {
+        discovery_failure: discovered.failure.clone(),
+        ..Default::default()
+    };
     let mut first_error: Option<Result<bool>> = None;
     let resources = if ctx.cfg.faults.is_on("namespace-content-left") {
         &[][..]
     } else {
-        resources
+        &discovered.list[..]
     };
     // The lists go out a few at a time (upstream lists one resource after another, but its
     // lists answer in milliseconds; here an `api-latency` switch can hold one for seconds, and
@@ -196,28 +225,46 @@ async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bo
             Ok(items) => items,
             Err(e) if is_not_found(&e) => continue,
             Err(e) => {
+                findings.content_errors.push(e.to_string());
                 first_error.get_or_insert(Err(e).ctx("list", || format!("{} in namespace {name}", ar.plural)));
                 continue;
             }
         };
         for obj in items {
-            remaining += 1;
+            // An object already going away, or one whose delete answered with the object
+            // (graceful deletion or finalizers), is still there after this pass.
             if obj.metadata.deletion_timestamp.is_some() {
+                findings.still_there(&ar.plural, &ar.group, obj.finalizers());
                 continue;
             }
             match api.delete(&obj.name_any(), &DeleteParams::background()).await {
-                Ok(_) => tracing::debug!(namespace = %name, resource = %ar.plural, object = %obj.name_any(), "deleted"),
+                // The answer is the object when it lingers (graceful deletion, finalizers) or when
+                // the resource returns what it deleted: only the former is still there.
+                Ok(answer) => match answer.left().filter(|o| o.metadata.deletion_timestamp.is_some()) {
+                    Some(left) => findings.still_there(&ar.plural, &ar.group, left.finalizers()),
+                    None => {
+                        tracing::debug!(namespace = %name, resource = %ar.plural, object = %obj.name_any(), "deleted");
+                    }
+                },
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => {
+                    findings.still_there(&ar.plural, &ar.group, obj.finalizers());
+                    findings.content_errors.push(e.to_string());
                     first_error
                         .get_or_insert(Err(e).ctx("delete", || format!("{} {name}/{}", ar.plural, obj.name_any())));
                 }
             }
         }
     }
+    record_conditions(ctx, ns, &findings).await;
     if let Some(err) = first_error {
         return err;
     }
+    if let Some((_, why)) = &findings.discovery_failure {
+        tracing::debug!(namespace = %name, error = %why, "not finalizing: discovery incomplete");
+        return Ok(false);
+    }
+    let remaining: usize = findings.remaining.values().sum();
     if remaining > 0 {
         tracing::debug!(namespace = %name, remaining, "waiting for namespace contents to go");
         return Ok(false);
@@ -262,5 +309,24 @@ async fn sync(ctx: &Ctx, ns: &Namespace, resources: &[ApiResource]) -> Result<bo
         }
         Err(e) if is_not_found(&e) => Ok(true),
         Err(e) => Err(e).ctx("finalize", || format!("namespace {name}")),
+    }
+}
+
+/// Writes this pass's conditions to the namespace's status when they changed (upstream's
+/// `conditionUpdater.Update` + `UpdateStatus`); a failed write is logged, as upstream does,
+/// and the next pass writes again.
+async fn record_conditions(ctx: &Ctx, ns: &Namespace, findings: &PassFindings) {
+    let mut updated = ns.clone();
+    let status = updated.status.get_or_insert_with(Default::default);
+    if !namespace_conditions::update(status, findings, ctx.now()) {
+        return;
+    }
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    if let Err(e) = api
+        .replace_status(&ns.name_any(), &PostParams::default(), &updated)
+        .await
+        && !is_not_found(&e)
+    {
+        tracing::debug!(namespace = %ns.name_any(), error = %e, "recording namespace deletion conditions failed");
     }
 }

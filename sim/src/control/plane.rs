@@ -6,12 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::discovery::{ApiCapabilities, ApiResource, Discovery};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::clock::{Clock, SystemClock};
-use super::error::{Error, Result};
+use super::error::Result;
 use super::events::Recorder;
 use super::informer::Informers;
 
@@ -223,17 +222,6 @@ impl Ctx {
     /// An event recorder for `component`.
     pub(crate) fn recorder(&self, component: Component) -> Recorder {
         Recorder::new(self.client.clone(), component.event_source(), self.cfg.clock.clone())
-    }
-
-    /// Every resource the API serves (each group's recommended version) with what it supports,
-    /// from discovery: the garbage collector and the namespace controller pick from it the
-    /// resources they must watch or empty.
-    pub(crate) async fn served_resources(&self) -> Result<Vec<(ApiResource, ApiCapabilities)>> {
-        let discovery = Discovery::new(self.client.clone())
-            .run()
-            .await
-            .map_err(Error::Discovery)?;
-        Ok(discovery.groups().flat_map(|g| g.recommended_resources()).collect())
     }
 }
 

@@ -25,7 +25,7 @@ use crate::catalog::{Case, Kind};
 use crate::framework::pods::PodBuilder;
 use crate::framework::wait::conditions as wc;
 use crate::framework::workloads::{deployment, secret, secret_volume, template_of};
-use crate::framework::{CaseError, CaseResult, ContainerBuilder, Framework};
+use crate::framework::{CaseError, CaseResult, ContainerBuilder, Framework, delete_ignoring_absent};
 use crate::os::Os;
 use crate::{ensure, fail};
 
@@ -59,6 +59,10 @@ fn api_service_name() -> String {
 }
 
 fn api_services(f: &Framework) -> Api<DynamicObject> {
+    api_services_of(f.client())
+}
+
+fn api_services_of(client: kube::Client) -> Api<DynamicObject> {
     let ar = ApiResource {
         group: "apiregistration.k8s.io".into(),
         version: "v1".into(),
@@ -66,7 +70,7 @@ fn api_services(f: &Framework) -> Api<DynamicObject> {
         kind: "APIService".into(),
         plural: "apiservices".into(),
     };
-    Api::all_with(f.client(), &ar)
+    Api::all_with(client, &ar)
 }
 
 /// Upstream's `sampleAPIServerObjectNames`.
@@ -184,6 +188,14 @@ async fn set_up(f: &Framework, n: &Names) -> CaseResult {
         ..Default::default()
     };
     f.api_all::<ClusterRole>().create(&PostParams::default(), &role).await?;
+    f.defer_cleanup(
+        format!("ClusterRole {}", n.cluster_role),
+        delete_ignoring_absent(
+            f.api_all::<ClusterRole>(),
+            n.cluster_role.clone(),
+            n.cluster_role.clone(),
+        ),
+    );
     let binding = |name: &str, role: &str| ClusterRoleBinding {
         metadata: meta(name),
         role_ref: RoleRef {
@@ -194,16 +206,16 @@ async fn set_up(f: &Framework, n: &Names) -> CaseResult {
         subjects: Some(default_sa(&ns)),
     };
     let crbs = f.api_all::<ClusterRoleBinding>();
-    crbs.create(
-        &PostParams::default(),
-        &binding(&n.cluster_role_binding, &n.cluster_role),
-    )
-    .await?;
-    crbs.create(
-        &PostParams::default(),
-        &binding(&n.auth_delegator, "system:auth-delegator"),
-    )
-    .await?;
+    for (name, role) in [
+        (&n.cluster_role_binding, n.cluster_role.as_str()),
+        (&n.auth_delegator, "system:auth-delegator"),
+    ] {
+        crbs.create(&PostParams::default(), &binding(name, role)).await?;
+        f.defer_cleanup(
+            format!("ClusterRoleBinding {name}"),
+            delete_ignoring_absent(crbs.clone(), name.clone(), name.clone()),
+        );
+    }
 
     f.step(format!("deploying {DEPLOYMENT}"));
     let image = f.image("sample-apiserver", Os::Linux)?;
@@ -317,9 +329,12 @@ async fn set_up(f: &Framework, n: &Names) -> CaseResult {
         },
         subjects: Some(default_sa(&ns)),
     };
-    Api::<RoleBinding>::namespaced(f.client(), "kube-system")
-        .create(&PostParams::default(), &reader)
-        .await?;
+    let kube_system = Api::<RoleBinding>::namespaced(f.client(), "kube-system");
+    kube_system.create(&PostParams::default(), &reader).await?;
+    f.defer_cleanup(
+        format!("RoleBinding kube-system/{}", n.role_binding),
+        delete_ignoring_absent(kube_system, n.role_binding.clone(), n.role_binding.clone()),
+    );
 
     f.wait_for(
         &f.api::<Deployment>(),
@@ -344,7 +359,15 @@ async fn set_up(f: &Framework, n: &Names) -> CaseResult {
     loop {
         tick.tick().await;
         match api_services(f).create(&PostParams::default(), &apiservice).await {
-            Ok(_) => break,
+            Ok(_) => {
+                // Gone before its backend's namespace: an APIService outliving its backend
+                // fails aggregated discovery, which holds every terminating namespace.
+                f.defer_cleanup(
+                    format!("APIService {}", api_service_name()),
+                    delete_own_api_service(f.client(), ns.clone()),
+                );
+                break;
+            }
             Err(kube::Error::Api(s)) if s.code == 409 && f.remaining() > READY_WITHIN => {}
             Err(e) => return Err(CaseError::from(e).context(format!("creating APIService {}", api_service_name()))),
         }
@@ -388,56 +411,26 @@ fn message_of(text: &str) -> String {
         .unwrap_or_else(|| text.trim().to_string())
 }
 
-/// Upstream's `cleanupSampleAPIServer`: the cluster-scoped objects and the kube-system
-/// binding (the namespace takes the rest); absent objects are fine.
-async fn clean_up(f: &Framework, n: &Names) -> CaseResult {
-    let dp = DeleteParams::default();
-    let gone = |r: Result<(), kube::Error>, what: &str| match r {
-        Ok(()) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(CaseError::from(e).context(format!("deleting {what}"))),
-    };
-    // Only this case's APIService: another lane's may hold the name by now.
-    let ours = match api_services(f).get(&api_service_name()).await {
-        Ok(s) => s.data.pointer("/spec/service/namespace").and_then(Value::as_str) == Some(f.ns()),
+/// Upstream's `cleanupSampleAPIServer` for the APIService: deleted only while it still points
+/// at this case's namespace (another lane may hold the cluster-wide name by now); absent is fine.
+/// The ClusterRole and the bindings have their own deferred clean-ups, and the namespace takes
+/// the rest.
+async fn delete_own_api_service(client: kube::Client, ns: String) -> CaseResult {
+    let api = api_services_of(client);
+    let ours = match api.get(&api_service_name()).await {
+        Ok(s) => s.data.pointer("/spec/service/namespace").and_then(Value::as_str) == Some(ns.as_str()),
         Err(kube::Error::Api(s)) if s.code == 404 => false,
         Err(e) => return Err(CaseError::from(e).context("reading the APIService before deleting it")),
     };
-    if ours {
-        gone(
-            api_services(f).delete(&api_service_name(), &dp).await.map(drop),
-            "the APIService",
-        )?;
+    if !ours {
+        return Ok(());
     }
-    gone(
-        Api::<RoleBinding>::namespaced(f.client(), "kube-system")
-            .delete(&n.role_binding, &dp)
-            .await
-            .map(drop),
-        &n.role_binding,
-    )?;
-    let crbs = f.api_all::<ClusterRoleBinding>();
-    gone(crbs.delete(&n.auth_delegator, &dp).await.map(drop), &n.auth_delegator)?;
-    gone(
-        crbs.delete(&n.cluster_role_binding, &dp).await.map(drop),
-        &n.cluster_role_binding,
-    )?;
-    gone(
-        f.api_all::<ClusterRole>().delete(&n.cluster_role, &dp).await.map(drop),
-        &n.cluster_role,
-    )?;
-    Ok(())
+    delete_ignoring_absent(api, api_service_name(), "the APIService".into()).await
 }
 
 async fn sample_api_server(f: &Framework) -> CaseResult {
-    let n = Names::of(f.ns());
-    let result = async {
-        set_up(f, &n).await?;
-        exercise(f).await
-    }
-    .await;
-    let cleanup = clean_up(f, &n).await;
-    result.and(cleanup)
+    set_up(f, &Names::of(f.ns())).await?;
+    exercise(f).await
 }
 
 fn flunder_name(base: &str) -> String {
