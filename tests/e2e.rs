@@ -34,7 +34,9 @@ use support::{Attempt, Target, attempt_case, known_failures, target_oses};
 /// and container stop signals (the tests' simulators turn the ContainerStopSignals gate on:
 /// `support::SIM_FEATURE_GATES`). `OffByDefault` marks alpha-gated cases: each one registered
 /// so far runs here, its gate on in `SIM_FEATURE_GATES` or without effect on what it checks
-/// (PodAndContainerStatsFromCRI: the simulated kubelet's stats come from its runtime).
+/// (PodAndContainerStatsFromCRI: the simulated kubelet's stats come from its runtime). The
+/// `[FeatureGate:ContainerRestartRules]` cases carry no `[Feature:...]` tag, so they run in a
+/// plain selection; `SIM_FEATURE_GATES` turns their gate on, else they would skip naming it.
 const SIM_FEATURES: &[&str] = &["WindowsHostProcessContainers", "ContainerStopSignals", "OffByDefault"];
 
 fn main() {

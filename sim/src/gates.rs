@@ -46,8 +46,23 @@ pub const CONTAINER_STOP_SIGNALS: &str = "ContainerStopSignals";
 /// `WindowsGracefulNodeShutdown` (KEP-4802, a kubelet gate, alpha in 1.32 and 1.33).
 pub const WINDOWS_GRACEFUL_NODE_SHUTDOWN: &str = "WindowsGracefulNodeShutdown";
 
+/// `ContainerRestartRules` (KEP-5307). 1.33 has no such gate: it is alpha from 1.34 (beta and on
+/// by default from 1.35), so the simulator models a 1.33 cluster whose API server and kubelets
+/// carry the 1.34 feature, off unless turned on.
+pub const CONTAINER_RESTART_RULES: &str = "ContainerRestartRules";
+
 /// Every gate the simulator models.
 pub const GATES: &[Gate] = &[
+    Gate {
+        name: CONTAINER_RESTART_RULES,
+        stage: "ALPHA",
+        default: false,
+        effect: "the API server keeps a pod container's restartPolicyRules and accepts a container-level \
+                 restartPolicy on regular containers, validated as upstream's validateContainerRestartPolicy \
+                 does; the kubelets restart a container whose exit code matches a Restart rule, else per its \
+                 own restartPolicy, else per the pod's; off, the API server prunes restartPolicyRules as an \
+                 unknown field and refuses restartPolicy on regular containers, as 1.33 does",
+    },
     Gate {
         name: CONTAINER_STOP_SIGNALS,
         stage: "ALPHA",
@@ -123,6 +138,12 @@ mod tests {
     fn alpha_gates_are_off_until_turned_on() {
         assert!(!FeatureGates::default().enabled(CONTAINER_STOP_SIGNALS));
         assert!(!FeatureGates::default().enabled(WINDOWS_GRACEFUL_NODE_SHUTDOWN));
+        assert!(!FeatureGates::default().enabled(CONTAINER_RESTART_RULES));
+        assert!(
+            FeatureGates::parse("ContainerRestartRules=true")
+                .unwrap()
+                .enabled(CONTAINER_RESTART_RULES)
+        );
         let both = FeatureGates::parse("ContainerStopSignals=true,WindowsGracefulNodeShutdown=true").unwrap();
         assert!(both.enabled(WINDOWS_GRACEFUL_NODE_SHUTDOWN));
         let on = FeatureGates::parse("ContainerStopSignals=true").unwrap();

@@ -24,7 +24,7 @@ use crossconf::os::Os;
 use crossconf_sim::{SimCluster, SimConfig};
 
 /// The feature gates of the simulators the tests start.
-pub const SIM_FEATURE_GATES: &str = "ContainerStopSignals=true";
+pub const SIM_FEATURE_GATES: &str = "ContainerStopSignals=true,ContainerRestartRules=true";
 
 /// The containerd versions of the tests' simulated Windows nodes: win-1 runs 1.7 (the
 /// in-cluster-config, local-group and Hyper-V cases need it), win-2 runs 1.6 (HostProcess

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::error::{ApiError, ApiResult};
 use super::objects::Query;
 use super::registry::ResourceDef;
+use crate::gates::FeatureGates;
 
 /// The `fieldValidation` directive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +54,14 @@ pub struct Decoded {
     pub warnings: Vec<String>,
 }
 
-/// Decodes a create/update body.
-pub fn decode(def: &ResourceDef, body: &[u8], headers: &HeaderMap, q: &Query) -> ApiResult<Decoded> {
+/// Decodes a create/update body; `gates` decide which fields newer than 1.33 the types know.
+pub fn decode(
+    def: &ResourceDef,
+    body: &[u8],
+    headers: &HeaderMap,
+    q: &Query,
+    gates: &FeatureGates,
+) -> ApiResult<Decoded> {
     let mode = Mode::from_query(q)?;
     let ct = headers
         .get("content-type")
@@ -89,7 +96,7 @@ pub fn decode(def: &ResourceDef, body: &[u8], headers: &HeaderMap, q: &Query) ->
         .filter(|(_, (_, repeated))| *repeated)
         .map(|(i, (p, _))| (i, format!("duplicate field {p:?}")))
         .collect();
-    let (value, unknown) = prune(def, value)?;
+    let (value, unknown) = prune(def, value, gates)?;
     problems.extend(unknown.into_iter().map(|p| {
         let at = keys.iter().position(|(k, _)| *k == p).unwrap_or(usize::MAX);
         (at, format!("unknown field {p:?}"))
@@ -103,8 +110,8 @@ pub fn decode(def: &ResourceDef, body: &[u8], headers: &HeaderMap, q: &Query) ->
 }
 
 /// Prunes and checks an object produced by a patch.
-pub fn check_value(def: &ResourceDef, v: Value, mode: Mode) -> ApiResult<(Value, Vec<String>)> {
-    let (v, unknown) = prune(def, v)?;
+pub fn check_value(def: &ResourceDef, v: Value, mode: Mode, gates: &FeatureGates) -> ApiResult<(Value, Vec<String>)> {
+    let (v, unknown) = prune(def, v, gates)?;
     let problems: Vec<String> = unknown.into_iter().map(|p| format!("unknown field {p:?}")).collect();
     Ok((v, report(mode, problems)?))
 }
@@ -201,13 +208,14 @@ pub fn undeclared(def: &ResourceDef, v: &Value) -> ApiResult<Vec<String>> {
     if def.custom.is_none() {
         return Ok(Vec::new());
     }
-    Ok(prune(def, v.clone())?.1)
+    Ok(prune(def, v.clone(), &FeatureGates::default())?.1)
 }
 
 /// Drops unknown fields, returning their paths. A body the type cannot hold because a
 /// required field is missing is returned unpruned: validation answers that with a 422, as
-/// upstream does; any other type mismatch is a 400, as upstream's decoder answers.
-fn prune(def: &ResourceDef, mut v: Value) -> ApiResult<(Value, Vec<String>)> {
+/// upstream does; any other type mismatch is a 400, as upstream's decoder answers. Fields that
+/// a gate adds to a type newer than 1.33 are kept when `gates` turn it on.
+fn prune(def: &ResourceDef, mut v: Value, gates: &FeatureGates) -> ApiResult<(Value, Vec<String>)> {
     if let Some(m) = v.as_object_mut() {
         m.entry("apiVersion")
             .or_insert_with(|| Value::String(def.api_version()));
@@ -232,10 +240,37 @@ fn prune(def: &ResourceDef, mut v: Value) -> ApiResult<(Value, Vec<String>)> {
         Some(Err(e)) => Err(ApiError::bad_request(format!("{} in body is invalid: {e}", def.kind))),
         Some(Ok(typed)) => {
             let mut unknown = Vec::new();
-            let pruned = keep_known(&v, &typed, "", &mut unknown);
+            let mut pruned = keep_known(&v, &typed, "", &mut unknown);
+            if super::restart_rules::applies(gates, def.kind) {
+                restore_restart_rules(def, &v, &mut pruned, &mut unknown)?;
+            }
             Ok((pruned, unknown))
         }
     }
+}
+
+/// Puts back the `restartPolicyRules` of pod `input`'s containers that the 1.33 round trip
+/// dropped (gate `ContainerRestartRules` on), decoded as the 1.34 types decode them.
+fn restore_restart_rules(
+    def: &ResourceDef,
+    input: &Value,
+    pruned: &mut Value,
+    unknown: &mut Vec<String>,
+) -> ApiResult<()> {
+    for (pointer, path) in super::restart_rules::locations(input) {
+        let Some(rules) = input.pointer(&pointer) else { continue };
+        let typed = super::restart_rules::typed(rules)
+            .map_err(|e| ApiError::bad_request(format!("{} in body is invalid: {path}: {e}", def.kind)))?;
+        unknown.retain(|p| *p != path);
+        let kept = keep_known(rules, &typed, &path, unknown);
+        let Some((parent, _)) = pointer.rsplit_once('/') else {
+            continue;
+        };
+        if let Some(c) = pruned.pointer_mut(parent).and_then(Value::as_object_mut) {
+            c.insert("restartPolicyRules".into(), kept);
+        }
+    }
+    Ok(())
 }
 
 /// `input` restricted to the keys the typed form kept (values stay as the client wrote them).
@@ -364,6 +399,10 @@ mod tests {
     use super::*;
     use crate::api::registry::find;
 
+    fn off() -> FeatureGates {
+        FeatureGates::default()
+    }
+
     fn q(mode: &str) -> Query {
         [("fieldValidation".to_string(), mode.to_string())]
             .into_iter()
@@ -375,24 +414,24 @@ mod tests {
         let def = find("", "v1", "configmaps").unwrap();
         let h = HeaderMap::new();
         let body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"},"foo":1}"#;
-        let e = decode(def, body, &h, &q("Strict")).unwrap_err();
+        let e = decode(def, body, &h, &q("Strict"), &off()).unwrap_err();
         assert_eq!(e.code, 400);
         assert_eq!(e.message, "strict decoding error: unknown field \"foo\"");
-        let d = decode(def, body, &h, &q("Warn")).unwrap();
+        let d = decode(def, body, &h, &q("Warn"), &off()).unwrap();
         assert_eq!(d.warnings, ["unknown field \"foo\""]);
         assert!(d.value.get("foo").is_none());
         assert_eq!(d.value["data"]["k"], "v");
         let dup = br#"{"metadata":{"name":"a","name":"b"}}"#;
-        let e = decode(def, dup, &h, &q("Strict")).unwrap_err();
+        let e = decode(def, dup, &h, &q("Strict"), &off()).unwrap_err();
         assert!(e.message.contains("duplicate field \"metadata.name\""), "{}", e.message);
-        assert!(decode(def, dup, &h, &q("Ignore")).unwrap().warnings.is_empty());
+        assert!(decode(def, dup, &h, &q("Ignore"), &off()).unwrap().warnings.is_empty());
     }
 
     #[test]
     fn nested_unknown_fields_are_found_in_pods() {
         let def = find("", "v1", "pods").unwrap();
         let body = br#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i","bogus":true}]}}"#;
-        let e = decode(def, body, &HeaderMap::new(), &q("Strict")).unwrap_err();
+        let e = decode(def, body, &HeaderMap::new(), &q("Strict"), &off()).unwrap_err();
         assert!(
             e.message.contains("unknown field \"spec.containers[0].bogus\""),
             "{}",
@@ -403,6 +442,7 @@ mod tests {
             br#"{"metadata":{"name":"p"},"spec":{"containers":"x"}}"#,
             &HeaderMap::new(),
             &q("Warn"),
+            &off(),
         )
         .unwrap_err();
         assert_eq!(e.code, 400);
@@ -413,10 +453,36 @@ mod tests {
         let def = find("apps", "v1", "deployments").unwrap();
         let body = br#"{"metadata":{"name":"d"},"spec":{"unknownField":"foo","replicas":2,"replicas":3,
             "selector":{"matchLabels":{"a":"b"}},"template":{"spec":{"containers":[{"name":"c","image":"i"}]}}}}"#;
-        let e = decode(def, body, &HeaderMap::new(), &q("Strict")).unwrap_err();
+        let e = decode(def, body, &HeaderMap::new(), &q("Strict"), &off()).unwrap_err();
         assert_eq!(
             e.message,
             "strict decoding error: unknown field \"spec.unknownField\", duplicate field \"spec.replicas\""
+        );
+    }
+
+    #[test]
+    fn restart_rules_are_kept_only_with_their_gate() {
+        let def = find("", "v1", "pods").unwrap();
+        let body = br#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i","restartPolicy":"Never",
+            "restartPolicyRules":[{"action":"Restart","when":1,"exitCodes":{"operator":"In","values":[42]}}]}]}}"#;
+        let d = decode(def, body, &HeaderMap::new(), &q("Warn"), &off()).unwrap();
+        assert_eq!(d.warnings, ["unknown field \"spec.containers[0].restartPolicyRules\""]);
+        assert!(d.value.pointer("/spec/containers/0/restartPolicyRules").is_none());
+        let on = FeatureGates::parse("ContainerRestartRules=true").unwrap();
+        let d = decode(def, body, &HeaderMap::new(), &q("Warn"), &on).unwrap();
+        assert_eq!(
+            d.warnings,
+            ["unknown field \"spec.containers[0].restartPolicyRules[0].when\""]
+        );
+        assert_eq!(
+            d.value["spec"]["containers"][0]["restartPolicyRules"],
+            serde_json::json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}])
+        );
+        let bad = br#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i",
+            "restartPolicyRules":[{"exitCodes":{"values":["x"]}}]}]}}"#;
+        assert_eq!(
+            decode(def, bad, &HeaderMap::new(), &q("Warn"), &on).unwrap_err().code,
+            400
         );
     }
 }

@@ -38,6 +38,7 @@ pub mod portforward;
 pub mod protobuf;
 pub mod proxy;
 pub mod registry;
+pub mod restart_rules;
 pub mod route;
 pub mod selector;
 pub mod server;

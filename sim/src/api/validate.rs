@@ -471,7 +471,7 @@ pub fn pod_spec(spec: &Value, base: &str, out: &mut Vec<Cause>) {
 }
 
 impl Cause {
-    fn with_message(mut self, m: &str) -> Self {
+    pub(crate) fn with_message(mut self, m: &str) -> Self {
         self.message = m.to_string();
         self
     }

@@ -698,6 +698,24 @@ pub const SWITCHES: &[Switch] = &[
                  and any container lifecycle.stopSignal whatever the pod's OS (no spec.os.name cross-checks)",
     },
     Switch {
+        name: "container-restart-policy-ignored",
+        arg: Arg::None,
+        breaks: "the kubelets ignore a container's own restartPolicy and restartPolicyRules (a kubelet \
+                 without ContainerRestartRules): every container restarts as the pod's restartPolicy says",
+    },
+    Switch {
+        name: "restart-rules-match-any",
+        arg: Arg::None,
+        breaks: "the kubelets take every Restart rule of a container's restartPolicyRules as matching, \
+                 whatever the exit code: a container with rules restarts on any exit",
+    },
+    Switch {
+        name: "restart-policy-fallback-never",
+        arg: Arg::None,
+        breaks: "the kubelets never restart a container that has no restartPolicy of its own, instead \
+                 of following the pod's restartPolicy",
+    },
+    Switch {
         name: "windows-stop-signals-refused",
         arg: Arg::None,
         breaks: "the API server refuses every container lifecycle.stopSignal of a Windows pod, SIGTERM and \

@@ -24,6 +24,7 @@ mod init_containers;
 mod lifecycle;
 mod prestop;
 pub(crate) mod resources;
+mod restart_rules;
 mod rootfs;
 mod runtimeclass;
 mod sidecar_hooks;
@@ -63,6 +64,7 @@ pub fn cases() -> Vec<Case> {
         etc_hosts::cases(),
         prestop::cases(),
         ephemeral::cases(),
+        restart_rules::cases(),
     ]
     .concat()
 }

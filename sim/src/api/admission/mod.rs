@@ -94,7 +94,11 @@ pub fn on_create(st: &AppState, def: &ResourceDef, obj: &mut Value) -> ApiResult
         }
         _ => {}
     }
-    reject(def, obj, waive(st, def, obj, validate::validate(def, obj, None)))?;
+    reject(
+        def,
+        obj,
+        waive(st, def, obj, gated(st, def, obj, validate::validate(def, obj, None))),
+    )?;
     rbac_escalation(st, def, obj)?;
     resource_quota(st, def, obj)
 }
@@ -190,7 +194,16 @@ pub fn on_update(st: &AppState, def: &ResourceDef, old: &Value, new: &mut Value)
         }
         _ => {}
     }
-    reject(def, new, waive(st, def, new, validate::validate(def, new, Some(old))))?;
+    reject(
+        def,
+        new,
+        waive(
+            st,
+            def,
+            new,
+            gated(st, def, new, validate::validate(def, new, Some(old))),
+        ),
+    )?;
     rbac_escalation(st, def, new)
 }
 
@@ -211,6 +224,18 @@ fn drop_match_conditions(st: &AppState, def: &ResourceDef, obj: &mut Value) {
             h.remove("matchConditions");
         }
     }
+}
+
+/// Adds the pod validation causes that depend on the control plane's feature gates (a pod
+/// container's restart policy and rules: `ContainerRestartRules`).
+fn gated(st: &AppState, def: &ResourceDef, obj: &Value, mut causes: Vec<Cause>) -> Vec<Cause> {
+    if def.group.is_empty()
+        && def.plural == "pods"
+        && let Some(spec) = obj.get("spec")
+    {
+        super::restart_rules::rules(&st.cfg.gates, spec, "spec", &mut causes);
+    }
+    causes
 }
 
 /// Drops the validation causes a fault switch turned off (an API server that lets bad objects

@@ -77,7 +77,7 @@ pub async fn apply_patch(
             }
             let merged = ssa::apply(def, "", None, &config, &manager, force)?;
             let yaml_warnings = strict_yaml(mode, body)?;
-            let (merged, mut warnings) = fieldcheck::check_value(def, merged, mode)?;
+            let (merged, mut warnings) = fieldcheck::check_value(def, merged, mode, &st.cfg.gates)?;
             warnings.extend(yaml_warnings);
             check_name(&merged, &name)?;
             match insert(st, t, q, merged, &warnings, Tracking::Applied).await {
@@ -89,7 +89,7 @@ pub async fn apply_patch(
         let current = present(def, crate::api::crd::conversion::to_served(st, def, old.clone())?);
         let merged = ssa::apply(def, sub, Some(&current), &config, &manager, force)?;
         let yaml_warnings = strict_yaml(mode, body)?;
-        let (merged, mut warnings) = fieldcheck::check_value(def, merged, mode)?;
+        let (merged, mut warnings) = fieldcheck::check_value(def, merged, mode, &st.cfg.gates)?;
         warnings.extend(yaml_warnings);
         check_name(&merged, &name)?;
         let user_rv = config

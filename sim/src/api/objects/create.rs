@@ -71,7 +71,7 @@ pub async fn create(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
     let Decoded {
         value: mut obj,
         warnings,
-    } = fieldcheck::decode(def, body, headers, q)?;
+    } = fieldcheck::decode(def, body, headers, q, &st.cfg.gates)?;
     check_type(def, &mut obj, def.kind, &def.api_version())?;
     if !registry::is_stored(def) {
         // `table-accept-ignored`: answered as JSON whatever the client accepts.

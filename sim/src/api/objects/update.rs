@@ -315,7 +315,7 @@ pub async fn update(st: &AppState, t: &Target, q: &Query, headers: &HeaderMap, b
     let Decoded {
         value: mut obj,
         warnings,
-    } = fieldcheck::decode(def, body, headers, q)?;
+    } = fieldcheck::decode(def, body, headers, q, &st.cfg.gates)?;
     check_type(def, &mut obj, def.kind, &def.api_version())?;
     let obj = crate::api::crd::conversion::to_storage(st, def, convert::to_storage(def, obj))?;
     let body_name = meta::name(&obj);
@@ -397,7 +397,7 @@ pub async fn patch_object(
         let old = stored(st, def, &ns, &name)?;
         let current = present(def, crate::api::crd::conversion::to_served(st, def, old.clone())?);
         let patched = patch::apply(headers, &current, body, def)?;
-        let (patched, warnings) = fieldcheck::check_value(def, patched, mode)?;
+        let (patched, warnings) = fieldcheck::check_value(def, patched, mode, &st.cfg.gates)?;
         if meta::name(&patched) != name {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",

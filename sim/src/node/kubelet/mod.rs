@@ -61,6 +61,7 @@ mod pod_worker;
 pub(crate) mod power;
 mod probes;
 mod restart;
+mod restart_rules;
 mod status;
 mod subpath;
 mod termination;
@@ -380,6 +381,9 @@ pub(crate) struct PodRt {
     pub namespace: String,
     pub pod: Mutex<Pod>,
     pub state: Mutex<PodState>,
+    /// The containers' `restartPolicyRules`, read from the raw pod before any container starts
+    /// (the typed pod has no such field); unset until then.
+    pub rules: std::sync::OnceLock<restart_rules::PodRules>,
     dirty: Notify,
     deleting: CancellationToken,
     /// Cancelled when the pod's containers must not be (re)started any more: the pod is being

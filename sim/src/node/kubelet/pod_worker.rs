@@ -114,6 +114,7 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
             ..Default::default()
         }),
         pod: Mutex::new(p),
+        rules: std::sync::OnceLock::new(),
         dirty: Notify::new(),
         halted: deleting_token.child_token(),
         deleting: deleting_token,
@@ -391,6 +392,10 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
                 n += 1;
             }
         }
+    }
+    // The containers' restart rules, before the first one can exit.
+    if !super::restart_rules::load(kl, rt).await {
+        return;
     }
     // Init containers, in order.
     let inits = pod.spec.clone().unwrap_or_default().init_containers.unwrap_or_default();

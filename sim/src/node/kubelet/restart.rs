@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Container;
 use crate::node::runtime::CState;
 
 use super::container::start_container;
+use super::restart_rules::should_restart;
 use super::{Kubelet, PodRt, Role, sleep_or, with_ctr};
 
 /// Why a container could not be started this time.
@@ -124,11 +125,16 @@ pub(super) async fn supervise(
         if rt.halted.is_cancelled() {
             return false;
         }
-        let restart = match policy.as_str() {
-            "Always" => true,
-            "OnFailure" => code != 0,
-            _ => false,
-        };
+        // `policy` is the pod's (OnFailure or Never for a regular init container, which a
+        // success ends); the container's own policy and rules come first.
+        let rules = rt
+            .rules
+            .get()
+            .and_then(|r| r.get(&c.name))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let restart = !(role == Role::Init && code == 0 && c.restart_policy.as_deref() != Some("Always"))
+            && should_restart(&c, rules, &policy, code, kl.net.faults());
         if !restart {
             if code != 0 && role == Role::Init {
                 let mut st = rt.state.lock().expect("state lock");

@@ -39,15 +39,21 @@ fn build_status(kl: &Kubelet, rt: &PodRt) -> serde_json::Value {
     // Ephemeral containers are reported in their own list and count toward neither the phase
     // nor readiness (upstream `generateAPIPodStatus`).
     let ephemeral_statuses: Vec<ContainerStatus> = st.ephemeral.iter().map(cs).collect();
-    let terminal = |c: &Ctr| match &c.state {
-        CState::Terminated { exit_code, .. } => match policy.as_str() {
-            "Always" => false,
-            "OnFailure" => *exit_code == 0,
-            _ => true,
-        },
+    // A terminated container the kubelet will not restart (its own policy and rules first,
+    // then the pod's: upstream `ContainerShouldRestart`).
+    let faults = kl.net.faults();
+    let rules = rt.rules.get();
+    let terminal = |(i, c): (usize, &Ctr)| match &c.state {
+        CState::Terminated { exit_code, .. } => spec.containers.get(i).is_none_or(|sc| {
+            let own = rules
+                .and_then(|r| r.get(&c.name))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            !super::restart_rules::should_restart(sc, own, &policy, *exit_code, faults)
+        }),
         _ => false,
     };
-    let all_terminal = !st.main.is_empty() && st.main.iter().all(terminal);
+    let all_terminal = !st.main.is_empty() && st.main.iter().enumerate().all(terminal);
     let any_started = st.main.iter().any(|c| c.container_id.is_some() || c.restart_count > 0);
     let phase = if st.failed.is_some() {
         "Failed"
