@@ -469,7 +469,9 @@ pub async fn proxy(st: &AppState, t: &Target, raw_query: Option<&str>, req: Requ
                     .ok()
                     .or_else(|| named_container_port(&p, pn))
                     .ok_or_else(|| ApiError::bad_request(format!("invalid port {pn:?} for pod {name}")))?,
-                None => 80,
+                // strategy.go ResourceLocation: no port names the first port a container
+                // declares; with none, the URL has no port (80, or 443 for https).
+                None => first_container_port(&p).unwrap_or(if https { 443 } else { 80 }),
             };
             Upstream {
                 addr: SocketAddr::new(ip.into(), port),
@@ -527,6 +529,17 @@ fn empty_path_redirect(method: &Method, uri_path: &str, rest: &str, raw_query: O
         .map(|q| format!("?{q}"))
         .unwrap_or_default();
     Some(format!("{uri_path}/{query}"))
+}
+
+/// The first `containerPort` of the first container that declares ports.
+fn first_container_port(p: &Value) -> Option<u16> {
+    p.pointer("/spec/containers")?
+        .as_array()?
+        .iter()
+        .filter_map(|c| c["ports"].as_array())
+        .find(|ports| !ports.is_empty())
+        .and_then(|ports| ports[0]["containerPort"].as_u64())
+        .and_then(|n| u16::try_from(n).ok())
 }
 
 fn named_container_port(p: &Value, name: &str) -> Option<u16> {
@@ -657,6 +670,14 @@ mod tests {
         assert_eq!(container(&p, Some("z")).unwrap_err().code, 400);
         let one = json!({"metadata": {"name": "x"}, "spec": {"containers": [{"name": "only"}]}});
         assert_eq!(container(&one, None).unwrap(), "only");
+    }
+
+    #[test]
+    fn a_pod_proxy_without_port_uses_the_first_declared_container_port() {
+        let p = json!({"spec": {"containers": [{"name": "a"}, {"name": "b", "ports": [{"containerPort": 8080}, {"containerPort": 9090}]}]}});
+        assert_eq!(first_container_port(&p), Some(8080));
+        let none = json!({"spec": {"containers": [{"name": "a", "ports": []}]}});
+        assert_eq!(first_container_port(&none), None);
     }
 
     #[test]

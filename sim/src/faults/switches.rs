@@ -533,6 +533,13 @@ pub const SWITCHES: &[Switch] = &[
                  its args (or the image's CMD) as the whole command line",
     },
     Switch {
+        name: "image-files-missing",
+        arg: Arg::None,
+        breaks: "the runtime unpacks images with their programs but without the files their Dockerfiles \
+                 COPY (agnhost's localhost certificate pair, the update-demo images' data.json and picture): \
+                 a file-serving image answers 404",
+    },
+    Switch {
         name: "emptydir-not-shared",
         arg: Arg::None,
         breaks: "each container of a pod gets a private emptyDir instead of the pod's shared one",

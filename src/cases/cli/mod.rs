@@ -13,6 +13,7 @@ mod logs;
 mod pods;
 mod proxy;
 mod rc;
+mod update_demo;
 
 use k8s_openapi::api::core::v1::{Pod, ReplicationController, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -33,6 +34,7 @@ pub fn cases() -> Vec<Case> {
     cases.extend(diff::cases());
     cases.extend(logs::cases());
     cases.extend(proxy::cases());
+    cases.extend(update_demo::cases());
     cases
 }
 

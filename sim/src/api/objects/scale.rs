@@ -99,6 +99,14 @@ pub async fn scale(
         return apply(st, t, q, headers, body).await;
     }
     let manager = ssa::manager_of(q, headers, options, false)?;
+    // `writes-lost=<plural>/scale/patch|update`: the write is acknowledged with the Scale as
+    // stored, unchanged (a `kubectl scale` then sees spec.replicas differ from what it asked and
+    // stops waiting, as upstream's `scaleHasDesiredReplicas` does).
+    let verb = if is_patch { "patch" } else { "update" };
+    if *method != axum::http::Method::GET && super::write_lost(st, def, Some("scale"), verb) {
+        let old = stored(st, def, &ns, &name)?;
+        return Ok(json_response(200, &scale_of(def, &old), &[]));
+    }
     let tracking = Tracking::Update {
         manager: &manager,
         subresource: "scale",

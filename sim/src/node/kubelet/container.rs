@@ -279,7 +279,13 @@ pub(super) async fn start_container(
         );
     }
     seed_rootfs(kl, &rootfs, &pod, &hostname, ip, dns.as_ref().ok());
-    for (rel, content) in programs::image_files::of(&img) {
+    // `image-files-missing`: an image unpacked without the files its Dockerfile copies.
+    let files = if faults.is_on("image-files-missing") {
+        Vec::new()
+    } else {
+        programs::image_files::of(&img)
+    };
+    for (rel, content) in files {
         if let Err(e) = std::fs::write(rootfs.join(rel), content) {
             warn!(path = %rootfs.join(rel).display(), error = %e, "writing an image file failed");
         }

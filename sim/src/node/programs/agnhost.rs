@@ -335,7 +335,10 @@ async fn test_webserver(ctx: Ctx, args: Vec<String>) -> i32 {
                 };
             }
             match fs.read(path) {
-                Ok(b) => (StatusCode::OK, b).into_response(),
+                Ok(b) => match extension_type(path) {
+                    Some(t) => (StatusCode::OK, [("Content-Type", t)], b).into_response(),
+                    None => (StatusCode::OK, b).into_response(),
+                },
                 Err(_) => (StatusCode::NOT_FOUND, "404 page not found\n").into_response(),
             }
         }
@@ -345,6 +348,19 @@ async fn test_webserver(ctx: Ctx, args: Vec<String>) -> i32 {
         return 1;
     }
     until_stopped(&ctx).await
+}
+
+/// The Content-Type Go's `http.FileServer` gives a file by its extension (`mime.TypeByExtension`
+/// over Go's built-in table), for the extensions the simulated images serve: `data.json` and the
+/// update-demo pictures.
+fn extension_type(path: &str) -> Option<&'static str> {
+    let ext = path.rsplit_once('.')?.1.to_ascii_lowercase();
+    match ext.as_str() {
+        "json" => Some("application/json"),
+        "jpg" | "jpeg" => Some("image/jpeg"),
+        "html" | "htm" => Some("text/html; charset=utf-8"),
+        _ => None,
+    }
 }
 
 /// What porter answers on a port serving `value`: the value itself, or with `--json-response`

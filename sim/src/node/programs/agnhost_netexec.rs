@@ -380,7 +380,7 @@ mod server_tests {
     async fn netexec_serves_https_with_the_image_pair_and_drops_plain_http() {
         let (c, _out, _d) = ctx(Os::Linux, AGNHOST, 121);
         for (rel, content) in crate::node::programs::image_files::of(&c.image) {
-            c.fs.write(&format!("/{rel}"), content.as_bytes(), false).unwrap();
+            c.fs.write(&format!("/{rel}"), content, false).unwrap();
         }
         let (ip, net) = (c.pod.ip, c.net.clone());
         let args = "netexec --http-port 18443 --udp-port -1 --tls-cert-file /localhost.crt --tls-private-key-file /localhost.key";

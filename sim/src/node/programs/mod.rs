@@ -15,6 +15,7 @@ mod agnhost_nettest;
 mod agnhost_oidc;
 pub mod agnhost_webhook;
 pub mod etcd;
+mod grey_jpeg;
 pub mod image_files;
 pub mod inclusterclient;
 pub mod sample_apiserver;

@@ -20,6 +20,7 @@ fn family_of_repository(repository: &str) -> Option<Family> {
     let last = repository.rsplit('/').next().unwrap_or(repository);
     Some(match last {
         "agnhost" => Family::Agnhost,
+        "nautilus" | "kitten" => Family::UpdateDemo,
         "busybox" | "ipc-utils" => Family::Busybox,
         "pause" => Family::Pause,
         "nginx" => Family::Nginx,

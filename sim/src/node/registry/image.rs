@@ -87,7 +87,7 @@ pub(super) fn build_image(name: &str, reference: ImageRef, family: Family, platf
     let win = platform.os() == Os::Windows;
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let mut tools = match family {
-        Family::Agnhost => vec![Tool::Agnhost, Tool::Busybox],
+        Family::Agnhost | Family::UpdateDemo => vec![Tool::Agnhost, Tool::Busybox],
         Family::Busybox | Family::Alpine | Family::NonRoot | Family::DnsUtils => vec![Tool::Busybox],
         Family::Consumer => vec![Tool::Consumer, Tool::Busybox],
         Family::Addon => vec![Tool::Addon],
@@ -107,6 +107,7 @@ pub(super) fn build_image(name: &str, reference: ImageRef, family: Family, platf
         if matches!(
             family,
             Family::Agnhost
+                | Family::UpdateDemo
                 | Family::Busybox
                 | Family::Nginx
                 | Family::Httpd
@@ -119,6 +120,8 @@ pub(super) fn build_image(name: &str, reference: ImageRef, family: Family, platf
     }
     let (entrypoint, cmd) = match family {
         Family::Agnhost => (s(&["/agnhost"]), s(&["pause"])),
+        // test/images/nautilus (and kitten) Dockerfile: `FROM agnhost`, `CMD ["test-webserver"]`.
+        Family::UpdateDemo => (s(&["/agnhost"]), s(&["test-webserver"])),
         Family::Busybox | Family::Alpine | Family::NonRoot | Family::DnsUtils => (vec![], s(&["sh"])),
         // The add-on DaemonSets give the daemon's command line, as their real manifests do.
         Family::Addon => (vec![], vec![]),

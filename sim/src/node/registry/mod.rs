@@ -149,6 +149,9 @@ pub enum Tool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
     Agnhost,
+    /// The e2e `nautilus` and `kitten` images: agnhost with CMD `test-webserver`, serving a
+    /// `data.json` naming their picture (see `programs::image_files`).
+    UpdateDemo,
     Busybox,
     Pause,
     Nginx,
