@@ -19,10 +19,13 @@ use super::error::{ApiContext, Result, is_not_found};
 use super::events::{EventType, Recorder};
 use super::informer::{Informer, Requeue, reconcile_each};
 use super::job_failure_policy::{Verdict, match_pod_failure_policy};
+use super::job_tracking::{
+    TRACKING_FINALIZER, has_tracking_finalizer, parse_indexes, release_orphans, remove_tracking_finalizer,
+};
 use super::plane::{Component, Ctx};
-use super::replicaset::claim_pods;
+use super::replicaset::claim_pods_adding;
 use super::util::{generate_name_prefix, is_ready, owner_ref, phase, pod_from_template, set_condition};
-use super::writes::{create_owned_pod, delete_owned_pod, patch_status_at};
+use super::writes::{create_owned_pod, delete_owned_pod, patch_status, patch_status_at};
 
 /// The annotation and label carrying an Indexed Job pod's index.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -40,10 +43,10 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
         pods.ready().await
     };
     let changes = vec![jobs.subscribe(), pods.subscribe()];
-    reconcile_each(&ctx, caches, &jobs, changes, |job, pass| {
+    let syncs = reconcile_each(&ctx, caches, &jobs, changes, |job, pass| {
         sync(&ctx, &recorder, &pods, job, pass.requeue).boxed()
-    })
-    .await
+    });
+    futures::try_join!(syncs, release_orphans(&ctx, &jobs, &pods)).map(|_| ())
 }
 
 fn condition_true(job: &Job, type_: &str) -> bool {
@@ -109,6 +112,41 @@ pub fn backoff(failures: i32) -> SignedDuration {
     d
 }
 
+/// What one pass decided about the pods that finished since the last one (upstream's
+/// `trackJobStatusAndRemoveFinalizers`): the UIDs to record in `uncountedTerminatedPods`
+/// before their finalizers go, and the pods whose finalizer can go.
+#[derive(Default)]
+struct Tracking<'p> {
+    /// Already recorded as uncounted by an earlier pass: `(succeeded, failed)` UIDs.
+    uncounted: (Vec<String>, Vec<String>),
+    /// Newly finished and counted by this pass.
+    new_succeeded: Vec<String>,
+    new_failed: Vec<String>,
+    /// Whose tracking finalizer this pass removes.
+    release: Vec<&'p Arc<Pod>>,
+}
+
+fn uid_of(p: &Pod) -> String {
+    p.metadata.uid.clone().unwrap_or_default()
+}
+
+fn uid_list(v: Option<&Vec<String>>) -> Vec<String> {
+    v.cloned().unwrap_or_default()
+}
+
+/// `uncountedTerminatedPods` as the status carries it: an empty list is left out, as
+/// upstream's `omitempty` does (and `null` removes the key in the merge patch).
+fn uncounted_json(succeeded: &[String], failed: &[String]) -> serde_json::Value {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            serde_json::Value::Null
+        } else {
+            json!(v)
+        }
+    };
+    json!({"succeeded": list(succeeded), "failed": list(failed)})
+}
+
 #[expect(
     clippy::too_many_lines,
     reason = "one pass of the job state machine, kept in one place like upstream's syncJob"
@@ -129,18 +167,19 @@ async fn sync(
         return ttl_after_finished(ctx, job, requeue).await;
     }
     if job.metadata.deletion_timestamp.is_some() {
+        // Its pods lose their tracking finalizers in `release_orphans`.
         return Ok(());
     }
-    let owned = claim_pods(ctx, job.as_ref(), spec.selector.as_ref(), pods.in_namespace(&ns)).await?;
+    let owned = claim_pods_adding(
+        ctx,
+        job.as_ref(),
+        spec.selector.as_ref(),
+        pods.in_namespace(&ns),
+        &[TRACKING_FINALIZER],
+    )
+    .await?;
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let active: Vec<&Arc<Pod>> = owned
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && !matches!(phase(p), "Succeeded" | "Failed"))
-        .collect();
-    let succeeded_pods: Vec<&Arc<Pod>> = owned.iter().filter(|p| phase(p) == "Succeeded").collect();
-    let failed_pods: Vec<&Arc<Pod>> = owned.iter().filter(|p| phase(p) == "Failed").collect();
     let status = job.status.clone().unwrap_or_default();
-    let succeeded = (succeeded_pods.len() as i32).max(status.succeeded.unwrap_or(0));
     // podFailurePolicy: a FailJob rule fails the Job at once; failures an Ignore rule matches
     // do not count. `job-pod-failure-policy-ignored`: a controller that counts every failure
     // against backoffLimit, whatever the policy says.
@@ -148,17 +187,26 @@ async fn sync(
         .pod_failure_policy
         .as_ref()
         .filter(|_| !ctx.cfg.faults.is_on("job-pod-failure-policy-ignored"));
-    let verdicts: Vec<Option<Verdict>> = failed_pods
+    // Upstream `onlyReplaceFailedPods`: with a failure policy (or podReplacementPolicy Failed)
+    // a terminating pod is neither failed nor replaced until it is Failed, so the policy can
+    // see its final conditions and exit codes.
+    let only_replace_failed = policy.is_some() || spec.pod_replacement_policy.as_deref() == Some("Failed");
+    let terminal = |p: &Pod| matches!(phase(p), "Succeeded" | "Failed");
+    // Upstream `isPodFailed`: deleted pods count as failures (an orphan may never reach
+    // Failed), unless only Failed pods are replaced.
+    let is_failed = |p: &Pod| {
+        phase(p) == "Failed"
+            || (!only_replace_failed && p.metadata.deletion_timestamp.is_some() && phase(p) != "Succeeded")
+    };
+    let active: Vec<&Arc<Pod>> = owned
         .iter()
-        .map(|p| policy.and_then(|policy| match_pod_failure_policy(policy, p)))
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && !terminal(p))
         .collect();
-    let fail_job_message = verdicts
+    let terminating = owned
         .iter()
-        .flatten()
-        .find(|v| v.action == "FailJob")
-        .map(|v| v.message.clone());
-    let ignored = verdicts.iter().flatten().filter(|v| v.action == "Ignore").count();
-    let failed = ((failed_pods.len() - ignored) as i32).max(status.failed.unwrap_or(0));
+        .filter(|p| p.metadata.deletion_timestamp.is_some() && !terminal(p))
+        .count() as i32;
+    let failed_pods: Vec<&Arc<Pod>> = owned.iter().filter(|p| phase(p) == "Failed").collect();
     let parallelism = spec.parallelism.unwrap_or(1).max(0);
     // `job-completions-ignored`: a controller that runs every Job as a work queue.
     let completions = spec
@@ -168,6 +216,102 @@ async fn sync(
     let indexed = spec.completion_mode.as_deref() == Some("Indexed");
     let suspended = spec.suspend == Some(true);
     let restart_on_failure = spec.template.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("OnFailure");
+
+    // Counting (upstream `cleanUncountedPodsWithoutFinalizers`): a UID recorded as uncounted
+    // whose pod no longer has the finalizer (or is gone) is counted now.
+    let with_finalizer: BTreeSet<String> = owned
+        .iter()
+        .filter(|p| has_tracking_finalizer(p))
+        .map(|p| uid_of(p))
+        .collect();
+    let prev = status.uncounted_terminated_pods.clone().unwrap_or_default();
+    let (prev_s, prev_f) = (uid_list(prev.succeeded.as_ref()), uid_list(prev.failed.as_ref()));
+    let mut counted_succeeded = status.succeeded.unwrap_or(0);
+    let mut counted_failed = status.failed.unwrap_or(0);
+    let mut track = Tracking::default();
+    for (prev, counter, kept) in [
+        (&prev_s, &mut counted_succeeded, &mut track.uncounted.0),
+        (&prev_f, &mut counted_failed, &mut track.uncounted.1),
+    ] {
+        for uid in prev {
+            if with_finalizer.contains(uid) {
+                kept.push(uid.clone());
+            } else {
+                *counter += 1;
+            }
+        }
+    }
+    let mut completed_indexes: BTreeSet<i32> = if indexed {
+        parse_indexes(
+            status.completed_indexes.as_deref().unwrap_or(""),
+            completions.unwrap_or(0),
+        )
+    } else {
+        BTreeSet::new()
+    };
+    // The pods that finished since: counted once, by UID (by index for an Indexed Job).
+    let mut verdicts: Vec<Verdict> = Vec::new();
+    for p in owned.iter().filter(|p| has_tracking_finalizer(p)) {
+        let uid = uid_of(p);
+        if track.uncounted.0.contains(&uid) || track.uncounted.1.contains(&uid) {
+            // Recorded by an earlier pass whose finalizer removal did not get through.
+            track.release.push(p);
+            continue;
+        }
+        let index = index_of(p).filter(|i| completions.is_some_and(|c| *i < c));
+        if phase(p) == "Succeeded" {
+            track.release.push(p);
+            if indexed {
+                if let Some(i) = index {
+                    completed_indexes.insert(i);
+                }
+            } else {
+                track.new_succeeded.push(uid);
+            }
+        } else if is_failed(p) {
+            track.release.push(p);
+            if indexed && index.is_none() {
+                continue;
+            }
+            let verdict = if phase(p) == "Failed" {
+                policy.and_then(|policy| match_pod_failure_policy(policy, p))
+            } else {
+                None
+            };
+            let counts = verdict.as_ref().is_none_or(|v| v.action != "Ignore");
+            if let Some(v) = verdict {
+                verdicts.push(v);
+            }
+            if counts {
+                track.new_failed.push(uid);
+            }
+        }
+    }
+    let succeeded = if indexed {
+        completed_indexes.len() as i32
+    } else {
+        counted_succeeded + (track.uncounted.0.len() + track.new_succeeded.len()) as i32
+    };
+    let failed = counted_failed + (track.uncounted.1.len() + track.new_failed.len()) as i32;
+    // A FailJob verdict, or a finish decided by an earlier pass whose pods were not all
+    // counted yet (upstream keeps it in the FailureTarget / SuccessCriteriaMet condition).
+    let fail_job_message = verdicts
+        .iter()
+        .find(|v| v.action == "FailJob")
+        .map(|v| v.message.clone());
+    let decided = |type_: &str| {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == type_ && c.status == "True")
+            .map(|c| {
+                (
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                )
+            })
+    };
 
     let mut conditions = status.conditions.clone().unwrap_or_default();
     let cond = |type_: &str, st: &str, reason: &str, message: &str| JobCondition {
@@ -180,10 +324,9 @@ async fn sync(
     };
     let mut start_time = status.start_time.clone();
     let mut completion_time = status.completion_time.clone();
-    let mut finish: Option<(&str, &str, String)> = None;
+    let mut finish: Option<(&str, String, String)> = None;
     let mut to_delete: Vec<&Arc<Pod>> = Vec::new();
 
-    let completed_indexes: BTreeSet<i32> = succeeded_pods.iter().filter_map(|p| index_of(p)).collect();
     let restarts: i32 = active
         .iter()
         .filter_map(|p| p.status.as_ref())
@@ -246,49 +389,49 @@ async fn sync(
                         restarts >= backoff_limit
                     }));
         let complete = match completions {
-            Some(c) if indexed => completed_indexes.len() as i32 >= c,
             Some(c) => succeeded >= c,
             None => succeeded > 0 && active.is_empty(),
         };
-        if let Some(message) = fail_job_message {
-            finish = Some(("Failed", "PodFailurePolicy", message));
-            to_delete.extend(active.iter().copied());
+        if let Some((reason, message)) = decided("FailureTarget") {
+            finish = Some(("Failed", reason, message));
+        } else if let Some((reason, message)) = decided("SuccessCriteriaMet") {
+            finish = Some(("Complete", reason, message));
+        } else if let Some(message) = fail_job_message {
+            finish = Some(("Failed", "PodFailurePolicy".into(), message));
         } else if complete {
             finish = Some((
                 "Complete",
-                "CompletionsReached",
+                "CompletionsReached".into(),
                 "Reached expected number of succeeded pods".into(),
             ));
-            to_delete.extend(active.iter().copied());
         } else if past_backoff {
             finish = Some((
                 "Failed",
-                "BackoffLimitExceeded",
+                "BackoffLimitExceeded".into(),
                 "Job has reached the specified backoff limit".into(),
             ));
-            to_delete.extend(active.iter().copied());
         } else if past_deadline {
             finish = Some((
                 "Failed",
-                "DeadlineExceeded",
+                "DeadlineExceeded".into(),
                 "Job was active longer than specified deadline".into(),
             ));
-            to_delete.extend(active.iter().copied());
         } else {
-            // How many pods should run now.
+            // How many pods should run now; a terminating pod holds its place while only
+            // failed pods are replaced.
             let want_active = match completions {
                 None if succeeded > 0 => active.len() as i32,
                 None => parallelism,
-                Some(c) if indexed => (c - completed_indexes.len() as i32).min(parallelism),
                 Some(c) => (c - succeeded).min(parallelism),
             }
             .max(0);
             let active_n = active.len() as i32;
+            let held = active_n + if only_replace_failed { terminating } else { 0 };
             if active_n > want_active {
                 let mut extra: Vec<&Arc<Pod>> = active.clone();
                 extra.sort_by(|a, b| super::replicaset::deletion_rank(a, b));
                 to_delete.extend(extra.into_iter().take((active_n - want_active) as usize));
-            } else if active_n < want_active {
+            } else if held < want_active {
                 // Back off after failures, measured from the latest one.
                 let last_failure = failed_pods.iter().filter_map(|p| finished_at(p)).max();
                 let wait = last_failure.map_or(SignedDuration::ZERO, |t| {
@@ -302,10 +445,16 @@ async fn sync(
                 if wait > SignedDuration::ZERO {
                     requeue.after(ctx.cfg.clock.real_delay(wait));
                 } else {
-                    let busy: BTreeSet<i32> = active.iter().filter_map(|p| index_of(p)).collect();
+                    // Indexes a running pod holds (a terminating one too while only failed
+                    // pods are replaced) or that completed are not handed out again.
+                    let busy: BTreeSet<i32> = owned
+                        .iter()
+                        .filter(|p| !terminal(p) && (p.metadata.deletion_timestamp.is_none() || only_replace_failed))
+                        .filter_map(|p| index_of(p))
+                        .collect();
                     let mut free_indexes =
                         (0..completions.unwrap_or(0)).filter(|i| !completed_indexes.contains(i) && !busy.contains(i));
-                    for _ in 0..(want_active - active_n) {
+                    for _ in 0..(want_active - held) {
                         let index = if indexed {
                             match free_indexes.next() {
                                 Some(i) => Some(i),
@@ -319,6 +468,20 @@ async fn sync(
                 }
             }
         }
+        if finish.is_some() {
+            // Upstream: once the Job is finished every pod not yet terminated counts as failed.
+            to_delete.extend(active.iter().copied());
+            let unfinished: Vec<&Arc<Pod>> = owned
+                .iter()
+                .filter(|p| {
+                    has_tracking_finalizer(p) && !terminal(p) && !track.release.iter().any(|r| Arc::ptr_eq(r, p))
+                })
+                .collect();
+            for p in unfinished {
+                track.release.push(p);
+                track.new_failed.push(uid_of(p));
+            }
+        }
     }
 
     for p in &to_delete {
@@ -326,24 +489,16 @@ async fn sync(
             .await
             .ctx("delete", || format!("pod {ns}/{}", p.name_any()))?;
     }
-    if let Some((type_, reason, message)) = finish.as_ref().map(|(t, r, m)| (*t, *r, m.as_str())) {
-        if type_ == "Complete" {
-            set_condition(
-                &mut conditions,
-                cond("SuccessCriteriaMet", "True", reason, message),
-                |c| &c.type_,
-            );
-            completion_time = Some(Time(now));
-            recorder
-                .record(job.as_ref(), EventType::Normal, "Completed", "Job completed")
-                .await;
+    let failed = counted_failed + (track.uncounted.1.len() + track.new_failed.len()) as i32;
+    if let Some((type_, reason, message)) = finish.as_ref().map(|(t, r, m)| (*t, r.as_str(), m.as_str())) {
+        let interim = if type_ == "Complete" {
+            "SuccessCriteriaMet"
         } else {
-            set_condition(&mut conditions, cond("FailureTarget", "True", reason, message), |c| {
-                &c.type_
-            });
-            recorder.record(job.as_ref(), EventType::Warning, reason, message).await;
+            "FailureTarget"
+        };
+        if !condition_true(job, interim) {
+            set_condition(&mut conditions, cond(interim, "True", reason, message), |c| &c.type_);
         }
-        set_condition(&mut conditions, cond(type_, "True", reason, message), |c| &c.type_);
     }
     let still_active = if finish.is_some() || suspended { 0 } else { active.len() };
     let ready = if finish.is_some() || suspended {
@@ -351,31 +506,84 @@ async fn sync(
     } else {
         active.iter().filter(|p| is_ready(p)).count()
     };
+    // First record every newly finished pod as uncounted (with the interim condition), so
+    // that a pass that dies after removing finalizers still counts them.
+    let new_s: Vec<String> = track.uncounted.0.iter().chain(&track.new_succeeded).cloned().collect();
+    let new_f: Vec<String> = track.uncounted.1.iter().chain(&track.new_failed).cloned().collect();
     let mut desired = json!({
         "active": still_active,
         "ready": ready,
-        "succeeded": succeeded,
-        "failed": failed,
+        "terminating": terminating,
+        "succeeded": if indexed { succeeded } else { counted_succeeded },
+        "failed": counted_failed,
         "startTime": start_time,
-        "completionTime": completion_time,
         "conditions": if conditions.is_empty() { serde_json::Value::Null } else { json!(conditions) },
-        "uncountedTerminatedPods": {},
+        "uncountedTerminatedPods": uncounted_json(&new_s, &new_f),
     });
     if indexed {
         desired["completedIndexes"] = json!(format_indexes(&completed_indexes));
     }
+    if !track.new_succeeded.is_empty() || !track.new_failed.is_empty() {
+        let rv = job.metadata.resource_version.as_deref();
+        patch_status_at(&api, &name, rv, desired.clone(), || format!("job {ns}/{name}")).await?;
+    }
+    // Then let the pods go, and count those whose finalizer went.
+    let mut kept: BTreeSet<String> = BTreeSet::new();
+    for p in &track.release {
+        if let Err(e) = remove_tracking_finalizer(&pod_api, p).await {
+            tracing::warn!(pod = %p.name_any(), error = %super::error::chain(&e), "tracking finalizer not removed");
+            kept.insert(uid_of(p));
+            requeue.after(std::time::Duration::from_secs(1));
+        }
+    }
+    let left_s: Vec<String> = new_s.iter().filter(|u| kept.contains(*u)).cloned().collect();
+    let left_f: Vec<String> = new_f.iter().filter(|u| kept.contains(*u)).cloned().collect();
+    if !indexed {
+        desired["succeeded"] = json!(counted_succeeded + (new_s.len() - left_s.len()) as i32);
+    }
+    desired["failed"] = json!(failed - left_f.len() as i32);
+    desired["uncountedTerminatedPods"] = uncounted_json(&left_s, &left_f);
+    // The terminal condition once every finished pod is counted.
+    if let Some((type_, reason, message)) = finish.as_ref().map(|(t, r, m)| (*t, r.as_str(), m.as_str()))
+        && left_s.is_empty()
+        && left_f.is_empty()
+    {
+        if type_ == "Complete" {
+            completion_time = Some(Time(now));
+            recorder
+                .record(job.as_ref(), EventType::Normal, "Completed", "Job completed")
+                .await;
+        } else {
+            recorder.record(job.as_ref(), EventType::Warning, reason, message).await;
+        }
+        set_condition(&mut conditions, cond(type_, "True", reason, message), |c| &c.type_);
+        desired["conditions"] = json!(conditions);
+    }
+    desired["completionTime"] = json!(completion_time);
     let current = serde_json::to_value(&status).unwrap_or_default();
     let differs = desired.as_object().expect("object").iter().any(|(k, v)| {
         let have = current.get(k).cloned().unwrap_or(serde_json::Value::Null);
         match (k.as_str(), v) {
-            ("uncountedTerminatedPods", _) => have.is_null(),
+            ("uncountedTerminatedPods", _) => {
+                let list = |o: &serde_json::Value, f: &str| o.get(f).cloned().unwrap_or(serde_json::Value::Null);
+                have.is_null()
+                    || ["succeeded", "failed"].iter().any(|f| {
+                        let (h, w) = (list(&have, f), list(v, f));
+                        h != w && !(h == json!([]) && w.is_null())
+                    })
+            }
             (_, serde_json::Value::Number(n)) if n.as_i64() == Some(0) => !(have.is_null() || have == json!(0)),
             _ => have != *v,
         }
     });
     if differs {
-        let rv = job.metadata.resource_version.as_deref();
-        patch_status_at(&api, &name, rv, desired, || format!("job {ns}/{name}")).await?;
+        if !track.new_succeeded.is_empty() || !track.new_failed.is_empty() {
+            // The first write moved the resourceVersion on; this one is ours alone.
+            patch_status(&api, &name, desired, || format!("job {ns}/{name}")).await?;
+        } else {
+            let rv = job.metadata.resource_version.as_deref();
+            patch_status_at(&api, &name, rv, desired, || format!("job {ns}/{name}")).await?;
+        }
     }
     Ok(())
 }
@@ -397,6 +605,11 @@ async fn create_pod(
         None => generate_name_prefix(&name),
     };
     let mut pod = pod_from_template(&spec.template, &ns, owner_ref(job), None, Some(prefix));
+    // Upstream: every Job pod is created with the tracking finalizer.
+    pod.metadata
+        .finalizers
+        .get_or_insert_default()
+        .push(TRACKING_FINALIZER.to_owned());
     let labels = pod.metadata.labels.get_or_insert_default();
     for (k, v) in [
         ("batch.kubernetes.io/controller-uid", uid.as_str()),

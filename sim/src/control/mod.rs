@@ -20,6 +20,7 @@ mod history;
 mod informer;
 mod job;
 mod job_failure_policy;
+mod job_tracking;
 mod mirroring;
 mod namespace;
 mod namespace_conditions;

@@ -150,6 +150,19 @@ pub(crate) async fn claim_pods<K: Cached>(
     selector: Option<&LabelSelector>,
     candidates: Vec<Arc<Pod>>,
 ) -> Result<Vec<Arc<Pod>>> {
+    claim_pods_adding(ctx, owner, selector, candidates, &[]).await
+}
+
+/// As [`claim_pods`], adding `finalizers` to each pod it adopts in the same patch (upstream's
+/// Job controller adopts with its tracking finalizer, `NewPodControllerRefManager`'s
+/// finalizers argument).
+pub(crate) async fn claim_pods_adding<K: Cached>(
+    ctx: &Ctx,
+    owner: &K,
+    selector: Option<&LabelSelector>,
+    candidates: Vec<Arc<Pod>>,
+    finalizers: &[&str],
+) -> Result<Vec<Arc<Pod>>> {
     let uid = owner.meta().uid.clone().unwrap_or_default();
     let deleting = owner.meta().deletion_timestamp.is_some();
     let mut claimed = Vec::new();
@@ -200,7 +213,17 @@ pub(crate) async fn claim_pods<K: Cached>(
             }
             let mut refs = pod.owner_references().to_vec();
             refs.push(owner_ref(owner));
-            let patch = json!({"metadata": {"ownerReferences": refs, "uid": pod.metadata.uid}});
+            let mut patch = json!({"metadata": {"ownerReferences": refs, "uid": pod.metadata.uid}});
+            let mut fins = pod.finalizers().to_vec();
+            let missing: Vec<String> = finalizers
+                .iter()
+                .filter(|f| !fins.iter().any(|x| x == *f))
+                .map(|f| (*f).to_owned())
+                .collect();
+            if !missing.is_empty() {
+                fins.extend(missing);
+                patch["metadata"]["finalizers"] = json!(fins);
+            }
             match api
                 .patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
                 .await

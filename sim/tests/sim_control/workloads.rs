@@ -153,6 +153,92 @@ async fn job_completes_when_its_pods_succeed() {
     c.stop().await;
 }
 
+/// Job tracking with finalizers: the controller's pods carry `batch.kubernetes.io/job-tracking`,
+/// so an evicted pod (DisruptionTarget) stays until the controller has judged it; under a
+/// podFailurePolicy `Ignore` on that condition the failure is not counted (backoffLimit 0 would
+/// fail the Job otherwise), the finalizer goes, the pod with it, and a replacement runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_tracks_pods_with_a_finalizer_and_ignores_evictions() {
+    const FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+    let c = Cluster::start(ControlConfig::default(), true).await;
+    add_node(&c.client, "linux-0", "linux", "8", "16Gi").await;
+    create_ns(&c.client, "track").await;
+    let jobs: Api<Job> = c.api("track");
+    let pods: Api<Pod> = c.api("track");
+    let job: Job = obj(json!({"metadata": {"name": "evicted"}, "spec": {"backoffLimit": 0,
+        "podFailurePolicy": {"rules": [{"action": "Ignore",
+            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}));
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    let running = |ps: &[Pod]| {
+        ps.iter()
+            .any(|p| phase(p) == Some("Running") && p.metadata.deletion_timestamp.is_none())
+    };
+    let ps = until(
+        &pods,
+        ListParams::default().labels("job-name=evicted"),
+        "a running job pod",
+        running,
+    )
+    .await;
+    let first = ps[0].clone();
+    assert!(
+        first.finalizers().iter().any(|f| f == FINALIZER),
+        "{:?}",
+        first.metadata.finalizers
+    );
+
+    pods.evict(&first.name_any(), &kube::api::EvictParams::default())
+        .await
+        .unwrap();
+    // The eviction's DisruptionTarget and deletion, and the fake kubelet's final delete: the
+    // finalizer keeps the pod.
+    let held = pods.get(&first.name_any()).await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert!(
+        pod_condition(&held, "DisruptionTarget").is_some_and(|c| c.status == "True"
+            && c.reason.as_deref() == Some("EvictionByEvictionAPI")
+            && c.message.as_deref() == Some("Eviction API: evicting"))
+    );
+    set_phase(&pods, &first.name_any(), "Failed").await;
+    let uid = first.uid().unwrap();
+    let ps = until(
+        &pods,
+        ListParams::default().labels("job-name=evicted"),
+        "the evicted pod gone and a replacement running",
+        |ps| !ps.iter().any(|p| p.uid().as_deref() == Some(uid.as_str())) && running(ps),
+    )
+    .await;
+    let js = jobs.list(&ListParams::default()).await.unwrap().items;
+    assert!(true_job_condition(&js, "Failed").is_none(), "{:?}", js[0].status);
+    assert_eq!(
+        js[0].status.as_ref().unwrap().failed.unwrap_or(0),
+        0,
+        "the eviction is ignored"
+    );
+
+    let second = ps.iter().find(|p| p.metadata.deletion_timestamp.is_none()).unwrap();
+    set_phase(&pods, &second.name_any(), "Succeeded").await;
+    let done = until(&jobs, ListParams::default(), "Complete condition", |js| {
+        true_job_condition(js, "Complete").is_some()
+    })
+    .await;
+    let st = done[0].status.as_ref().unwrap();
+    assert_eq!((st.succeeded, st.failed.unwrap_or(0)), (Some(1), 0));
+    let unc = st.uncounted_terminated_pods.clone().unwrap_or_default();
+    assert!(unc.succeeded.unwrap_or_default().is_empty() && unc.failed.unwrap_or_default().is_empty());
+    // The counted pod stays, without the finalizer.
+    let kept = until(
+        &pods,
+        ListParams::default().labels("job-name=evicted"),
+        "the succeeded pod without its finalizer",
+        |ps| ps.len() == 1 && ps[0].finalizers().is_empty(),
+    )
+    .await;
+    assert_eq!(phase(&kept[0]), Some("Succeeded"));
+    c.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statefulset_creates_pods_in_order_with_stable_names() {
     let c = Cluster::start(ControlConfig::default(), true).await;

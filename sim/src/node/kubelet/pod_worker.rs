@@ -88,6 +88,23 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
         super::ephemeral::start_new(kl, &rt);
         return;
     }
+    // A deleted pod that already ended here (its worker is done, a finalizer keeps the
+    // object): nothing runs again and its terminal status stays; only the final delete is
+    // repeated, which changes nothing once it went through.
+    if deleting
+        && matches!(
+            p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default(),
+            "Succeeded" | "Failed"
+        )
+    {
+        drop(pods);
+        let kl = kl.clone();
+        tokio::spawn(async move {
+            let ns = p.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            final_delete(&kl, &ns, &p.metadata.name.clone().unwrap_or_default(), &uid).await;
+        });
+        return;
+    }
     // Admission: a pod the node refuses never gets a worker.
     if let Some((reason, message)) = super::admission::refuse(kl, &pods, &p) {
         tokio::spawn(super::admission::reject(kl.clone(), p, reason, message));
@@ -170,6 +187,7 @@ async fn pod_worker(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
         kl.release_ip(n);
     }
     if !rt.gone.is_cancelled() && !kl.cancel.is_cancelled() {
+        super::status::post_final_status(&kl, &rt).await;
         final_delete(&kl, &rt.namespace, &rt.name, &rt.uid).await;
     }
     rt.gone.cancel();

@@ -341,6 +341,46 @@ pub(super) async fn status_writer(kl: Arc<Kubelet>, rt: Arc<PodRt>) {
     }
 }
 
+/// Writes the pod's status as it stands once its containers have stopped, before the
+/// kubelet's final delete: upstream's status manager deletes a pod only after its terminal
+/// status reached the API server (`canBeDeleted`). A pod a finalizer keeps after that delete
+/// (a Job's tracking finalizer) must show its terminal phase and the conditions others set
+/// (`DisruptionTarget`) to whoever removes the finalizer. A conflict is rebuilt from a fresh
+/// read; a pod already gone needs nothing; other failures are retried a few times, then the
+/// status writer's own loop has the last word.
+pub(super) async fn post_final_status(kl: &Kubelet, rt: &PodRt) {
+    let api: Api<Pod> = Api::namespaced(kl.client.clone(), &rt.namespace);
+    for _ in 0..10 {
+        if kl.health.is_lost() || kl.power.is_down() {
+            return;
+        }
+        let status = build_status(kl, rt);
+        let known = rt.pod();
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": known.metadata.resource_version },
+            "status": status,
+        });
+        match api
+            .patch_status(&rt.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(written) => {
+                rt.observe(written);
+                return;
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => return,
+            Err(kube::Error::Api(s)) if s.code == 409 => match api.get(&rt.name).await {
+                Ok(fresh) => rt.observe(fresh),
+                Err(e) => debug!(pod = %rt.name, error = %e, "pod re-read after a conflict failed"),
+            },
+            Err(e) => {
+                debug!(pod = %rt.name, error = %e, "final pod status update failed");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
