@@ -13,6 +13,7 @@
 //! | `127.B.96.0/20`                | Service ClusterIPs; `.96.1` kubernetes, `.96.10` DNS   |
 //! | `127.B.250.1`                  | the emulated "outside world" host (TCP/UDP/HTTP)       |
 //! | `127.B.250.53`                 | the node-level resolver (what `dnsPolicy: Default` uses) |
+//! | `127.B.250.88`                 | the Active Directory domain controller (`--gmsa-domain`) |
 
 use std::net::Ipv4Addr;
 
@@ -98,6 +99,12 @@ impl AddressBlock {
     /// The node-level resolver used by `dnsPolicy: Default`.
     pub fn node_resolver(self) -> Ipv4Addr {
         Ipv4Addr::new(127, self.0, 250, 53)
+    }
+
+    /// The simulated Active Directory domain controller (LDAP 389, SMB 445), when the cluster
+    /// runs one (`--gmsa-domain`).
+    pub fn domain_controller(self) -> Ipv4Addr {
+        Ipv4Addr::new(127, self.0, 250, 88)
     }
 
     /// Whether `ip` belongs to this block.

@@ -90,6 +90,9 @@ pub struct SimConfig {
     /// The containerd version of each Windows node in order (`--windows-containerd`); the
     /// last one given also runs on the nodes after it. Default: every node 1.7.27.
     pub windows_containerd: Vec<String>,
+    /// Whether the cluster runs a simulated Active Directory domain with a gMSA account, an
+    /// SMB share and a Windows node set up for them (`--gmsa-domain`; see [`crate::node::ad`]).
+    pub gmsa_domain: bool,
 }
 
 impl SimConfig {
@@ -140,6 +143,7 @@ impl SimConfig {
             node_monitor_grace_period: control::DEFAULT_NODE_MONITOR_GRACE_PERIOD,
             gates: crate::gates::FeatureGates::default(),
             windows_containerd: vec![crate::node::kubelet::DEFAULT_CONTAINERD.to_string()],
+            gmsa_domain: false,
         })
     }
 
@@ -165,6 +169,22 @@ impl SimConfig {
             }
         }
         self.windows_containerd = versions;
+        Ok(self)
+    }
+
+    /// Runs the simulated Active Directory domain of upstream's `GMSA Full` cases
+    /// (`--gmsa-domain`): its controller, gMSA account and share, and the first Windows node
+    /// labelled `agentpool=windowsgmsa` with the account's credential spec manifest.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] when the cluster has no Windows node to set up.
+    pub fn with_gmsa_domain(mut self, on: bool) -> Result<SimConfig, Error> {
+        if on && self.windows_nodes == 0 {
+            return Err(Error::InvalidOption(
+                "--gmsa-domain needs a Windows node to join to the domain (--windows-nodes 0)".into(),
+            ));
+        }
+        self.gmsa_domain = on;
         Ok(self)
     }
 
@@ -411,11 +431,14 @@ impl SimCluster {
         )
         .await
         .map_err(Error::Control)?;
-        let net = node::start_network(client.clone(), block, faults.clone(), cancel.clone())
-            .await
-            .map_err(Error::Network)?;
         let workdir = std::env::temp_dir().join(format!("crossconf-sim-{}-{}", std::process::id(), block.0));
         std::fs::create_dir_all(&workdir).map_err(Error::WorkDir)?;
+        let domain = cfg
+            .gmsa_domain
+            .then(|| std::sync::Arc::new(node::ad::Domain::new(block, &workdir)));
+        let net = node::start_network_with(client.clone(), block, faults.clone(), domain.clone(), cancel.clone())
+            .await
+            .map_err(Error::Network)?;
         let profile = load_profile(&cfg.profile, cfg.time_scale)?;
         let mut nodes = Vec::new();
         for (index, (name, os)) in specs.into_iter().enumerate() {
@@ -433,6 +456,17 @@ impl SimCluster {
                         time_added: None,
                     });
                 }
+            }
+            // The first Windows node is the one set up for the domain (upstream expects
+            // exactly one labelled node).
+            let domain_node = (os == crossconf_model::os::Os::Windows && index == 0)
+                .then_some(domain.as_ref())
+                .flatten();
+            if let Some(d) = domain_node {
+                let (k, v) = node::ad::NODE_LABEL;
+                ncfg.labels.push((k.to_string(), v.to_string()));
+                d.place_manifest(&node::kubelet::host_process::host_root(&ncfg.root_dir))
+                    .map_err(Error::WorkDir)?;
             }
             if faults.applies_to("node-tainted", &name) {
                 ncfg.taints.push(k8s_openapi::api::core::v1::Taint {

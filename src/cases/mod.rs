@@ -16,6 +16,8 @@ pub mod dns_conformance;
 pub mod endpointslice;
 pub mod eviction;
 pub mod gmsa;
+pub mod gmsa_deploy;
+pub mod gmsa_full;
 pub mod hostprocess;
 pub mod hostprocess_paths;
 pub mod hybrid;
@@ -86,6 +88,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(kubelet_metrics::cases());
     cases.extend(subpath_cleanup::cases());
     cases.extend(gmsa::cases());
+    cases.extend(gmsa_full::cases());
     cases.extend(eviction::cases());
     cases.extend(apimachinery::cases());
     cases.extend(apiops::cases());

@@ -99,6 +99,12 @@ pub struct SimOptions {
     /// validation" case needs a 1.6 node).
     #[arg(long, value_name = "VERSION,...")]
     pub windows_containerd: Option<String>,
+    /// Runs a simulated Active Directory domain (`k8sgmsa.lan`, gMSA `gmsa-e2e`, SMB share
+    /// `write_test`) and sets up the first Windows node for it (label
+    /// `agentpool=windowsgmsa`, credential spec manifest under `C:\gmsa`), as upstream's GMSA
+    /// Full cases expect; without it they skip.
+    #[arg(long)]
+    pub gmsa_domain: bool,
 }
 
 impl Default for SimOptions {
@@ -113,6 +119,7 @@ impl Default for SimOptions {
             faults: None,
             feature_gates: None,
             windows_containerd: None,
+            gmsa_domain: false,
         }
     }
 }

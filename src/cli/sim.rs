@@ -40,6 +40,7 @@ mod imp {
             Some(spec) => c.with_windows_containerd(spec),
             None => Ok(c),
         })
+        .and_then(|c| c.with_gmsa_domain(o.gmsa_domain))
         .map_err(|e| CliError::usage(&e))
     }
 

@@ -60,6 +60,9 @@ impl Target {
                 let cfg = SimConfig::from_options(2, 1, "10.0.20348", None, "fast", 1.0, faults)
                     .and_then(|c| c.with_feature_gates(SIM_FEATURE_GATES))
                     .and_then(|c| c.with_windows_containerd(SIM_WINDOWS_CONTAINERD))
+                    // The Active Directory domain the GMSA Full cases need, as upstream's GMSA
+                    // job provides one.
+                    .and_then(|c| c.with_gmsa_domain(true))
                     .map_err(|e| format!("simulator options: {e}"))?;
                 let sim = SimCluster::start(cfg)
                     .await

@@ -492,6 +492,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "Windows kubelets never pass GMSA credential specs to the runtime: no container is domain-joined",
     },
     Switch {
+        name: "domain-controller-down",
+        arg: Arg::None,
+        breaks: "the simulated Active Directory domain controller (--gmsa-domain) stops answering: domain-joined \
+                 containers have no logon server (nltest /QUERY) and its SMB share is unreachable",
+    },
+    Switch {
         name: "image-cache-off",
         arg: Arg::None,
         breaks: "the runtime keeps no image store: no image is ever present on a node",

@@ -6,6 +6,7 @@
 //! [`crate::addr::AddressBlock`]. The entry points are [`start_network`] (kube-proxy,
 //! cluster DNS, node resolver, outside host) and [`start_node`] (one kubelet).
 
+pub mod ad;
 pub mod dns;
 pub mod fs;
 pub mod grpc;
@@ -30,6 +31,6 @@ pub mod stats;
 pub use kubelet::{Capacity, ExecError, KubeletError, NodeConfig, NodeHandle, Reserved, start_node};
 pub use net::SimNet;
 pub use net::{Dialer, FaultSpecError, Faults, NetError, PingOutcome, Source, StatsField};
-pub use network::{NetworkError, start_network};
+pub use network::{NetworkError, start_network, start_network_with};
 pub use profile::{ImageWeight, LatencyProfile};
 pub use runtime::error_chain;

@@ -451,20 +451,38 @@ struct SimNetInner {
     dialer: Dialer,
     cluster_dns: SocketAddr,
     node_resolver: SocketAddr,
+    domain: Option<Arc<crate::node::ad::Domain>>,
 }
 
 impl SimNet {
     /// A network handle; the DNS addresses are where the servers really listen (port 53 unless
     /// binding it failed).
     pub fn new(block: AddressBlock, faults: Arc<Faults>, cluster_dns: SocketAddr, node_resolver: SocketAddr) -> Self {
+        SimNet::with_domain(block, faults, cluster_dns, node_resolver, None)
+    }
+
+    /// [`SimNet::new`] for a cluster that runs a simulated Active Directory domain.
+    pub fn with_domain(
+        block: AddressBlock,
+        faults: Arc<Faults>,
+        cluster_dns: SocketAddr,
+        node_resolver: SocketAddr,
+        domain: Option<Arc<crate::node::ad::Domain>>,
+    ) -> Self {
         SimNet {
             inner: Arc::new(SimNetInner {
                 block,
                 dialer: Dialer::new(block, faults),
                 cluster_dns,
                 node_resolver,
+                domain,
             }),
         }
+    }
+
+    /// The simulated Active Directory domain, when the cluster runs one (`--gmsa-domain`).
+    pub fn domain(&self) -> Option<&Arc<crate::node::ad::Domain>> {
+        self.inner.domain.as_ref()
     }
 
     /// The cluster's address block.

@@ -34,6 +34,9 @@ pub enum NetworkError {
     /// The outside host could not start.
     #[error("start outside host")]
     Outside(#[source] OutsideError),
+    /// The simulated domain controller could not start.
+    #[error("start the simulated domain controller")]
+    Domain(#[source] crate::node::ad::DomainError),
     /// The `kube-system/kube-dns` Service could not be registered.
     #[error("register the kube-dns service")]
     DnsService(#[source] kube::Error),
@@ -222,6 +225,26 @@ pub async fn start_network(
     faults: Arc<Faults>,
     cancel: CancellationToken,
 ) -> Result<SimNet, NetworkError> {
+    start_network_with(client, block, faults, None, cancel).await
+}
+
+/// [`start_network`] for a cluster that runs the simulated Active Directory `domain`: its
+/// controller starts with the network and the upstream DNS answers the domain's names.
+pub async fn start_network_with(
+    client: Client,
+    block: AddressBlock,
+    faults: Arc<Faults>,
+    domain: Option<Arc<crate::node::ad::Domain>>,
+    cancel: CancellationToken,
+) -> Result<SimNet, NetworkError> {
+    let upstream = if domain.is_some() {
+        UpstreamZone::with_domain(block)
+    } else {
+        UpstreamZone::new(block)
+    };
+    if let Some(d) = &domain {
+        d.start(cancel.clone()).await.map_err(NetworkError::Domain)?;
+    }
     let changed = Arc::new(Notify::new());
     let services: Store<Service> = reflect(&client, &cancel, Some(changed.clone()));
     let slices: Store<EndpointSlice> = reflect(&client, &cancel, Some(changed.clone()));
@@ -231,7 +254,7 @@ pub async fn start_network(
         services: services.clone(),
         slices: slices.clone(),
         pods,
-        upstream: UpstreamZone::new(block),
+        upstream,
     };
     let cluster = dns::serve(
         block.dns_service(),
@@ -244,7 +267,7 @@ pub async fn start_network(
     .map_err(NetworkError::Dns)?;
     let resolver = dns::serve(
         block.node_resolver(),
-        Arc::new(UpstreamZone::new(block)),
+        Arc::new(upstream),
         faults.clone(),
         false,
         cancel.clone(),
@@ -256,7 +279,7 @@ pub async fn start_network(
         .map_err(NetworkError::Outside)?;
     ensure_dns_service(&client, block).await?;
     ensure_addons(&client).await?;
-    let net = SimNet::new(block, faults, cluster.addr, resolver.addr);
+    let net = SimNet::with_domain(block, faults, cluster.addr, resolver.addr, domain);
     proxy::announce(&net);
     tokio::spawn(proxy::run(
         net.clone(),

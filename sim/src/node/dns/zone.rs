@@ -21,27 +21,45 @@ const TTL: u32 = 5;
 #[derive(Debug, Clone, Copy)]
 pub struct UpstreamZone {
     block: AddressBlock,
+    /// Whether the cluster runs the simulated Active Directory domain, whose DNS (on its
+    /// controller, as AD-integrated DNS is) the upstream resolvers forward the domain to.
+    domain: bool,
 }
 
 impl UpstreamZone {
     /// The upstream zone of `block`.
     pub fn new(block: AddressBlock) -> Self {
-        UpstreamZone { block }
+        UpstreamZone { block, domain: false }
     }
 
-    /// Answers `name`: only [`addr::EXTERNAL_NAME`] exists (at the outside host).
+    /// The upstream zone of `block` with the simulated domain's names
+    /// ([`crate::node::ad::DOMAIN`] and its controller `dc1.` under it).
+    pub fn with_domain(block: AddressBlock) -> Self {
+        UpstreamZone { block, domain: true }
+    }
+
+    /// Answers `name`: [`addr::EXTERNAL_NAME`] (at the outside host) and, with the domain,
+    /// the domain's name and its controller's (at the controller).
     pub fn lookup(&self, name: &Name, qtype: RecordType) -> Lookup {
         let n = normalise(name);
-        if n == addr::EXTERNAL_NAME {
-            let recs = if qtype == RecordType::A || qtype == RecordType::ANY {
-                vec![a_record(name, self.block.outside())]
-            } else {
-                vec![]
-            };
-            Lookup::Records(recs)
+        let dc_name = format!(
+            "{}.{}",
+            crate::node::ad::CONTROLLER_NAME.to_ascii_lowercase(),
+            crate::node::ad::DOMAIN
+        );
+        let ip = if n == addr::EXTERNAL_NAME {
+            self.block.outside()
+        } else if self.domain && (n == crate::node::ad::DOMAIN || n == dc_name) {
+            self.block.domain_controller()
         } else {
-            Lookup::NxDomain
-        }
+            return Lookup::NxDomain;
+        };
+        let recs = if qtype == RecordType::A || qtype == RecordType::ANY {
+            vec![a_record(name, ip)]
+        } else {
+            vec![]
+        };
+        Lookup::Records(recs)
     }
 }
 

@@ -17,6 +17,9 @@ pub struct DomainJoin {
     pub dns_name: String,
     /// `DomainJoinConfig.NetBiosName`, e.g. `CONTOSO`.
     pub netbios_name: String,
+    /// `ActiveDirectoryConfig.GroupManagedServiceAccounts[].Name`: the gMSA accounts the
+    /// container may log on as (a domain controller must hold one for the secure channel).
+    pub accounts: Vec<String>,
 }
 
 /// The parts of a credential spec hcsshim reads for the domain join.
@@ -24,6 +27,20 @@ pub struct DomainJoin {
 #[serde(rename_all = "PascalCase")]
 struct CredSpec {
     domain_join_config: Option<DomainJoinConfig>,
+    active_directory_config: Option<ActiveDirectoryConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ActiveDirectoryConfig {
+    #[serde(default)]
+    group_managed_service_accounts: Vec<Gmsa>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Gmsa {
+    name: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -59,7 +76,21 @@ pub fn domain_join(spec: &str) -> Option<DomainJoin> {
     let netbios_name = cfg
         .net_bios_name
         .unwrap_or_else(|| dns_name.split('.').next().unwrap_or(&dns_name).to_ascii_uppercase());
-    Some(DomainJoin { dns_name, netbios_name })
+    let mut accounts: Vec<String> = parsed
+        .active_directory_config
+        .map(|c| {
+            c.group_managed_service_accounts
+                .into_iter()
+                .filter_map(|g| g.name)
+                .collect()
+        })
+        .unwrap_or_default();
+    accounts.dedup();
+    Some(DomainJoin {
+        dns_name,
+        netbios_name,
+        accounts,
+    })
 }
 
 #[cfg(test)]
@@ -119,6 +150,12 @@ mod tests {
         assert_eq!(
             domain_join(r#"{"DomainJoinConfig":{"DnsName":"contoso.org"}}"#).map(|d| d.netbios_name),
             Some("CONTOSO".into())
+        );
+        let spec = r#"{"ActiveDirectoryConfig":{"GroupManagedServiceAccounts":[{"Name":"gmsa-e2e","Scope":"K8SGMSA"},
+            {"Name":"gmsa-e2e","Scope":"k8sgmsa.lan"}]},"DomainJoinConfig":{"DnsName":"k8sgmsa.lan"}}"#;
+        assert_eq!(
+            domain_join(spec).map(|d| d.accounts),
+            Some(vec!["gmsa-e2e".to_string()])
         );
     }
 }

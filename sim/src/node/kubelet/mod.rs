@@ -182,6 +182,9 @@ pub struct NodeConfig {
     /// Graceful node shutdown (`shutdownGracePeriod`, `shutdownGracePeriodCriticalPods` and
     /// the OS's shutdown manager gate).
     pub shutdown: power::ShutdownConfig,
+    /// Labels the node registers with besides the well-known ones (an operator's node pool
+    /// label such as `agentpool=windowsgmsa`).
+    pub labels: Vec<(String, String)>,
 }
 
 impl NodeConfig {
@@ -210,6 +213,7 @@ impl NodeConfig {
             } else {
                 power::ShutdownConfig::default()
             },
+            labels: Vec::new(),
         }
     }
 

@@ -40,6 +40,7 @@ impl Kubelet {
         if let Some(b) = &c.windows_build {
             labels.insert(os::WINDOWS_BUILD_LABEL.to_string(), b.clone());
         }
+        labels.extend(c.labels.iter().cloned());
         Node {
             metadata: ObjectMeta {
                 name: Some(c.name.clone()),

@@ -15,6 +15,7 @@ mod agnhost_nettest;
 mod agnhost_oidc;
 pub mod agnhost_webhook;
 pub mod etcd;
+pub mod gmsa_webhook;
 mod grey_jpeg;
 pub mod image_files;
 pub mod inclusterclient;
@@ -245,6 +246,8 @@ pub enum Prog {
     SampleApiServer,
     /// `etcd`.
     Etcd,
+    /// The windows-gmsa admission webhook.
+    GmsaWebhook,
     /// A single command run without a shell (a busybox applet or a Windows system program).
     Direct,
 }
@@ -287,6 +290,7 @@ pub fn find(argv0: &str, image: &Image) -> Option<Prog> {
         }
         "kube-sample-apiserver" if has(Tool::SampleApiServer) => Some(Prog::SampleApiServer),
         "etcd" if has(Tool::Etcd) => Some(Prog::Etcd),
+        "admission-webhook" if has(Tool::GmsaWebhook) => Some(Prog::GmsaWebhook),
         // Cluster add-on daemons idle: kube-proxy and the pod network are modelled in-process.
         "kube-proxy" | "flanneld" if has(Tool::Addon) => Some(Prog::Pause),
         // busybox has the applet; Windows Server 2019 and later ship tar.exe in System32.
@@ -333,6 +337,7 @@ pub fn run(ctx: Ctx, argv: Vec<String>, stdin: Option<Stdin>) -> BoxFuture<'stat
             Prog::TestLimit => testlimit::run(ctx, &argv[1..]).await,
             Prog::SampleApiServer => sample_apiserver::run(ctx, argv[1..].to_vec()).await,
             Prog::Etcd => etcd::run(ctx, argv[1..].to_vec()).await,
+            Prog::GmsaWebhook => gmsa_webhook::run(ctx, argv[1..].to_vec()).await,
             Prog::Direct => {
                 let dialect = if ctx.image.has(Tool::Busybox)
                     && !(ctx.pod.os == Os::Windows

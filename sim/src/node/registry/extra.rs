@@ -90,6 +90,10 @@ fn windows_addon_tag(t: &str) -> bool {
         .and_then(|v| v.strip_prefix('v'))
         .is_some_and(|rest| numeric_tag("1.", rest, 40) || numeric_tag("0.", rest, 30))
 }
+/// `latest` or a `v0.x.y` release of the windows-gmsa webhook.
+fn gmsa_webhook_tag(t: &str) -> bool {
+    t == "latest" || t.strip_prefix('v').is_some_and(|rest| numeric_tag("0.", rest, 30))
+}
 /// Every Windows build the model knows (a multi-build Windows-only manifest list).
 fn all_windows(_: &str) -> Vec<Platform> {
     WIN_BUILDS.iter().map(|b| Platform::Windows((*b).into())).collect()
@@ -198,6 +202,17 @@ const EXTRA: &[Entry] = &[
         tag_ok: pause_tag,
         family: Family::Pause,
         platforms: all_platforms,
+        publish: Publish::List,
+        private: false,
+    },
+    // The windows-gmsa admission webhook (what its deploy script and Helm chart run): a
+    // Linux-only image from scratch.
+    Entry {
+        registry: "docker.io",
+        repo: "sigwindowstools/k8s-gmsa-webhook",
+        tag_ok: gmsa_webhook_tag,
+        family: Family::GmsaWebhook,
+        platforms: linux_only,
         publish: Publish::List,
         private: false,
     },

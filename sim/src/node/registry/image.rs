@@ -99,6 +99,7 @@ pub(super) fn build_image(name: &str, reference: ImageRef, family: Family, platf
         // Both are distroless images: the one binary and no shell.
         Family::SampleApiServer => vec![Tool::SampleApiServer],
         Family::Etcd => vec![Tool::Etcd],
+        Family::GmsaWebhook => vec![Tool::GmsaWebhook],
     };
     if win {
         // Every Windows image carries cmd.exe; the upstream test images are built on a
@@ -132,6 +133,7 @@ pub(super) fn build_image(name: &str, reference: ImageRef, family: Family, platf
         Family::NanoServer | Family::ServerCore => (vec![], s(&["c:\\windows\\system32\\cmd.exe"])),
         Family::SampleApiServer => (s(&["/kube-sample-apiserver"]), vec![]),
         Family::Etcd => (vec![], s(&["/usr/local/bin/etcd"])),
+        Family::GmsaWebhook => (s(&["/admission-webhook/admission-webhook"]), vec![]),
     };
     let weight = match (win, family) {
         (false, _) => ImageWeight::Linux,

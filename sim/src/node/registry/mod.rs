@@ -143,6 +143,8 @@ pub enum Tool {
     SampleApiServer,
     /// `/usr/local/bin/etcd`, the key-value store the sample-apiserver keeps its objects in.
     Etcd,
+    /// `/admission-webhook/admission-webhook`, the windows-gmsa admission webhook.
+    GmsaWebhook,
 }
 
 /// The family an image belongs to (decides tools, entrypoint, weight and default user).
@@ -171,6 +173,8 @@ enum Family {
     SampleApiServer,
     /// The `etcd` image.
     Etcd,
+    /// The windows-gmsa admission webhook image (`sigwindowstools/k8s-gmsa-webhook`).
+    GmsaWebhook,
 }
 
 /// How the variants are published: a manifest list is platform-filtered at pull time; a

@@ -173,7 +173,7 @@ impl Interp {
                 }
                 "whoami" if self.has_applet("whoami") || self.has_windows_program("whoami") => self.whoami(io),
                 "net" if self.has_windows_program("net") => self.net(&args, io),
-                "nltest" if self.has_windows_program("nltest") => self.nltest(&args, io),
+                "nltest" if self.has_windows_program("nltest") => self.nltest(&args, io).await,
                 "shutdown" if self.has_windows_program("shutdown") => self.shutdown(&args, io),
                 "pwd" if sh_builtin => {
                     self.line(io, &self.cwd.clone());

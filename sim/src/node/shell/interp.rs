@@ -214,6 +214,7 @@ impl Interp {
         // Redirects: open targets first, so a refused write fails the command before it runs.
         let mut io = io;
         let mut files: Vec<(String, bool, SharedBuf)> = Vec::new();
+        let mut shares: Vec<(std::path::PathBuf, SharedBuf)> = Vec::new();
         for r in redirs {
             match &r.target {
                 Target::Fd(n) => {
@@ -235,6 +236,31 @@ impl Interp {
                             io.out = Sink::Null;
                         }
                         continue;
+                    }
+                    // A UNC path on the simulated domain's share: the share's file, or the
+                    // share's refusal in the shell's words.
+                    match self.unc_file(&path).await {
+                        Some(Ok(local)) => {
+                            if let Err(e) = unc_open(&local, r.input, r.append, &mut io) {
+                                self.unc_error(&io, &path, &e.to_string());
+                                return 1;
+                            }
+                            if !r.input {
+                                let buf = Arc::new(Mutex::new(Vec::new()));
+                                if r.fd == 2 {
+                                    io.err = Sink::Buf(buf.clone());
+                                } else {
+                                    io.out = Sink::Buf(buf.clone());
+                                }
+                                shares.push((local, buf));
+                            }
+                            continue;
+                        }
+                        Some(Err(e)) => {
+                            self.unc_error(&io, &path, &e.to_string());
+                            return 1;
+                        }
+                        None => {}
                     }
                     let full = self.abs(&path);
                     if r.input {
@@ -281,7 +307,28 @@ impl Interp {
                 return 1;
             }
         }
+        for (local, buf) in shares {
+            let data = buf.lock().expect("redirect lock").clone();
+            let written = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&local)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, &data));
+            if let Err(e) = written {
+                self.unc_error(&io, &local.to_string_lossy(), &e.to_string());
+                return 1;
+            }
+        }
         code
+    }
+
+    /// A redirect to or from a UNC path that failed, in the shell's words.
+    fn unc_error(&self, io: &Io, path: &str, why: &str) {
+        let msg = match self.dialect {
+            Dialect::Sh => format!("sh: can't create {path}: {why}\n"),
+            Dialect::Cmd => format!("{why}\r\n"),
+            Dialect::Ps => format!("out-file : {why}\r\n"),
+        };
+        io.err.write(msg.as_bytes());
     }
 
     fn redirect_error(&self, io: &Io, path: &str, e: &FsError) {
@@ -330,4 +377,23 @@ impl Interp {
             _ = tokio::time::sleep(d) => true,
         }
     }
+}
+
+/// Opens the share file behind a UNC redirect: input reads it into stdin; output truncates
+/// (or, appending, creates) it, the command's output being appended after it ran.
+fn unc_open(local: &std::path::Path, input: bool, append: bool, io: &mut Io) -> std::io::Result<()> {
+    if input {
+        io.stdin = Stdin::bytes(std::fs::read(local)?);
+        return Ok(());
+    }
+    if let Some(dir) = local.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(local)
+        .map(|_| ())
 }

@@ -264,7 +264,97 @@ async fn ps_foreach(it: &mut Interp, stmt: &str, io: &Io) -> i32 {
     code
 }
 
+/// `cmd > file` / `cmd >> file` split at the first unquoted, top-level redirect (a stream
+/// number before it, `2>`, leaves the statement alone).
+fn split_redirect(stmt: &str) -> (String, Option<(String, bool)>) {
+    let (mut depth, mut q) = (0i32, None::<char>);
+    let bytes = stmt.as_bytes();
+    for (i, ch) in stmt.char_indices() {
+        match ch {
+            '\'' | '"' if q.is_none() => q = Some(ch),
+            c if Some(c) == q => q = None,
+            '{' | '(' if q.is_none() => depth += 1,
+            '}' | ')' if q.is_none() => depth -= 1,
+            '>' if q.is_none() && depth == 0 => {
+                if i > 0 && bytes[i - 1].is_ascii_digit() {
+                    return (stmt.to_string(), None);
+                }
+                let append = bytes.get(i + 1) == Some(&b'>');
+                let target = stmt[i + if append { 2 } else { 1 }..].trim().trim_matches(['\'', '"']);
+                return (stmt[..i].trim().to_string(), Some((target.to_string(), append)));
+            }
+            _ => {}
+        }
+    }
+    (stmt.to_string(), None)
+}
+
+/// What `>` writes: Windows PowerShell's Out-File default, UTF-16 LE with a byte order mark.
+fn out_file_bytes(text: &[u8]) -> Vec<u8> {
+    let mut out = vec![0xff, 0xfe];
+    for u in String::from_utf8_lossy(text).encode_utf16() {
+        out.extend_from_slice(&u.to_le_bytes());
+    }
+    out
+}
+
+/// Text of a file as Get-Content decodes it: UTF-16 LE with its byte order mark, else UTF-8
+/// (its BOM dropped); `None` for bytes that are neither.
+fn file_text(b: &[u8]) -> Option<String> {
+    if let Some(rest) = b.strip_prefix(&[0xff, 0xfe]) {
+        let units: Vec<u16> = rest.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        return String::from_utf16(&units).ok();
+    }
+    let b = b.strip_prefix(&[0xef, 0xbb, 0xbf]).unwrap_or(b);
+    std::str::from_utf8(b).ok().map(str::to_string)
+}
+
 async fn ps_pipeline(it: &mut Interp, stmt: &str, io: &Io) -> i32 {
+    let (stmt, redirect) = split_redirect(stmt);
+    let Some((target, append)) = redirect else {
+        return ps_stages(it, &stmt, io).await;
+    };
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sub = Io {
+        out: Sink::Buf(buf.clone()),
+        err: io.err.clone(),
+        stdin: io.stdin.clone(),
+    };
+    let code = ps_stages(it, &stmt, &sub).await;
+    if target.eq_ignore_ascii_case("$null") {
+        return code;
+    }
+    let data = out_file_bytes(&buf.lock().expect("ps redirect lock"));
+    let written = match it.unc_file(&target).await {
+        Some(Ok(local)) => local
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .append(append)
+                    .truncate(!append)
+                    .open(&local)
+            })
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &data))
+            .map_err(|e| e.to_string()),
+        Some(Err(e)) => Err(e.to_string()),
+        None => it.ctx.fs.write(&it.abs(&target), &data, append).map_err(|e| match e {
+            FsError::ReadOnly { .. } => format!("Access to the path '{target}' is denied."),
+            e => fs_msg(Os::Windows, &e).to_string(),
+        }),
+    };
+    match written {
+        Ok(()) => code,
+        Err(why) => {
+            it.err(io, &format!("out-file : {why}"));
+            1
+        }
+    }
+}
+
+async fn ps_stages(it: &mut Interp, stmt: &str, io: &Io) -> i32 {
     let stages = split_top(stmt, '|');
     let mut input: Option<Vec<u8>> = None;
     let mut code = 0;
@@ -351,19 +441,29 @@ async fn ps_command(it: &mut Interp, stage: &str, io: &Io) -> i32 {
             let Some(p) = ps_param(&words, &["-Path", "-LiteralPath"]).or_else(|| pos.first().cloned()) else {
                 return 1;
             };
-            match it.ctx.fs.read(&it.abs(&p)) {
+            // A UNC path reads the simulated domain's share, or fails as the share refuses.
+            let read = match it.unc_file(&p).await {
+                Some(Ok(local)) => std::fs::read(&local).map_err(|_| None),
+                Some(Err(e)) => Err(Some(e.to_string())),
+                None => it.ctx.fs.read(&it.abs(&p)).map_err(|_| None),
+            };
+            match read {
                 // Get-Content emits the file's lines as strings, each printed on a line of its
                 // own (a last line without a line end too); bytes that are not text as they are.
                 Ok(b) => {
-                    match std::str::from_utf8(&b) {
-                        Ok(text) => {
+                    match file_text(&b) {
+                        Some(text) => {
                             for line in text.lines() {
                                 io.out.write(format!("{line}\r\n").as_bytes());
                             }
                         }
-                        Err(_) => io.out.write(&b),
+                        None => io.out.write(&b),
                     }
                     0
+                }
+                Err(Some(why)) => {
+                    it.err(io, &format!("Get-Content : {why}"));
+                    1
                 }
                 Err(_) => {
                     it.err(
