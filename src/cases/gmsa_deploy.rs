@@ -72,8 +72,7 @@ impl Deployed {
     ///
     /// # Errors
     /// The first refusal, after trying every deletion.
-    pub async fn clean_up(&self, f: &Framework) -> CaseResult {
-        f.step("cleaning up the GMSA webhook, CRD and RBAC objects");
+    pub async fn clean_up(&self, client: kube::Client) -> CaseResult {
         let dp = DeleteParams::default();
         let mut errors = Vec::new();
         let mut note = |what: String, r: Result<(), kube::Error>| match r {
@@ -81,40 +80,40 @@ impl Deployed {
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => errors.push(format!("deleting {what}: {e}")),
         };
+        let all = |_: ()| client.clone();
         if self.webhook_configurations {
-            let r = f
-                .api_all::<MutatingWebhookConfiguration>()
+            let r = Api::<MutatingWebhookConfiguration>::all(all(()))
                 .delete(NAME, &dp)
                 .await
                 .map(|_| ());
             note(format!("MutatingWebhookConfiguration {NAME}"), r);
-            let r = f
-                .api_all::<ValidatingWebhookConfiguration>()
+            let r = Api::<ValidatingWebhookConfiguration>::all(all(()))
                 .delete(NAME, &dp)
                 .await
                 .map(|_| ());
             note(format!("ValidatingWebhookConfiguration {NAME}"), r);
         }
         if self.crd {
-            let r = f
-                .api_all::<CustomResourceDefinition>()
+            let r = Api::<CustomResourceDefinition>::all(all(()))
                 .delete(CRD_NAME, &dp)
                 .await
                 .map(|_| ());
             note(format!("CustomResourceDefinition {CRD_NAME}"), r);
         }
         for name in &self.cluster_role_bindings {
-            let r = f.api_all::<ClusterRoleBinding>().delete(name, &dp).await.map(|_| ());
+            let r = Api::<ClusterRoleBinding>::all(all(()))
+                .delete(name, &dp)
+                .await
+                .map(|_| ());
             note(format!("ClusterRoleBinding {name}"), r);
         }
         for name in &self.cluster_roles {
-            let r = f.api_all::<ClusterRole>().delete(name, &dp).await.map(|_| ());
+            let r = Api::<ClusterRole>::all(all(())).delete(name, &dp).await.map(|_| ());
             note(format!("ClusterRole {name}"), r);
         }
-        if let Some(ns) = &self.namespace
-            && let Err(e) = f.delete_extra_namespace(ns).await
-        {
-            errors.push(e.to_string());
+        if let Some(ns) = &self.namespace {
+            let r = crate::framework::delete_namespace(&client, ns).await;
+            note(format!("namespace {ns}"), r);
         }
         match errors.first() {
             None => Ok(()),

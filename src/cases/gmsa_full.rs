@@ -99,17 +99,18 @@ async fn with_gmsa_pod(f: &Framework, check: Check) -> CaseResult {
     let node = &nodes[0];
     f.step("retrieving the contents of the GMSACredentialSpec custom resource manifest from the node");
     let manifest = retrieve_manifest(f, node).await?;
-    let mut made = Deployed::default();
-    let result = set_up_and_check(f, &manifest, &mut made, check).await;
-    let cleaned = made.clean_up(f).await;
-    match (result, cleaned) {
-        (Err(e), Err(c)) => {
-            f.step(format!("clean-up failed too: {c}"));
-            Err(e)
-        }
-        (Err(e), Ok(())) => Err(e),
-        (Ok(()), c) => c,
-    }
+    // A deferred clean-up, so a timed-out case does not leave behind a webhook with
+    // failurePolicy Fail whose backend its namespace's deletion removes (every pod creation in
+    // the cluster would then be refused).
+    let made = std::sync::Arc::new(tokio::sync::Mutex::new(Deployed::default()));
+    let client = f.client();
+    let cleanup = made.clone();
+    f.defer_cleanup("the GMSA webhook, CRD and RBAC objects", async move {
+        let made = std::mem::take(&mut *cleanup.lock().await);
+        made.clean_up(client).await
+    });
+    let mut guard = made.lock().await;
+    set_up_and_check(f, &manifest, &mut guard, check).await
 }
 
 async fn set_up_and_check(f: &Framework, manifest: &str, made: &mut Deployed, check: Check) -> CaseResult {
