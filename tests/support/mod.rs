@@ -144,7 +144,15 @@ pub async fn attempt_case(ctx: &Arc<RunContext>, case: &Case, timeout: Duration)
         Err(CaseError::Failed(m)) => return Attempt::Failed(format!("setup: {m}")),
     };
     let result = tokio::time::timeout(timeout, (case.body)(&f)).await;
+    // As the executor: the case's deferred clean-ups (what it made outside its namespace) run
+    // however the body ended, before the namespace goes; a passing body whose clean-up fails
+    // fails.
+    let cleanup = f.run_deferred_cleanups(Duration::from_secs(60)).await;
     let _ = crossconf::framework::delete_namespace(&ctx.client, f.ns()).await;
+    let result = match (result, cleanup) {
+        (Ok(Ok(())), Err(e)) => Ok(Err(e)),
+        (r, _) => r,
+    };
     match result {
         Ok(Ok(())) => Attempt::Passed,
         Ok(Err(CaseError::Skipped(r))) => Attempt::Skipped(r),
