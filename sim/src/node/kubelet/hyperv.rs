@@ -84,7 +84,7 @@ where
         Some(rc) => rc.handler,
         None => return Err(format!("runtimeclasses.node.k8s.io {name:?} not found")),
     };
-    if handler.is_empty() || configured.iter().any(|h| *h == handler) {
+    if handler.is_empty() || configured.contains(&handler) {
         Ok(handler)
     } else {
         Err(format!(
