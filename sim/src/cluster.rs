@@ -713,6 +713,17 @@ mod tests {
     }
 
     #[test]
+    fn hyperv_needs_a_windows_node_and_gives_windows_nodes_the_handler() {
+        let c = SimConfig::from_options(0, 1, "10.0.20348", None, "fast", 1.0, None).unwrap();
+        assert!(c.with_hyperv(true).unwrap_err().to_string().contains("--hyperv"));
+        assert!(SimConfig::default().with_hyperv(true).unwrap().hyperv);
+        assert!(
+            node::kubelet::hyperv::handlers(crossconf_model::os::Os::Windows, true)
+                .contains(&node::kubelet::hyperv::HYPERVISOR_HANDLER.to_string())
+        );
+    }
+
+    #[test]
     fn windows_containerd_versions_go_to_the_nodes_in_order() {
         let c = SimConfig::default();
         assert_eq!(c.windows_containerd_of(0), "1.7.27");
