@@ -37,7 +37,13 @@ use support::{Attempt, Target, attempt_case, known_failures, target_oses};
 /// (PodAndContainerStatsFromCRI: the simulated kubelet's stats come from its runtime). The
 /// `[FeatureGate:ContainerRestartRules]` cases carry no `[Feature:...]` tag, so they run in a
 /// plain selection; `SIM_FEATURE_GATES` turns their gate on, else they would skip naming it.
-const SIM_FEATURES: &[&str] = &["WindowsHostProcessContainers", "ContainerStopSignals", "OffByDefault"];
+/// Hyper-V isolation: the tests' simulators run with `--hyperv` (`SimConfig::with_hyperv`).
+const SIM_FEATURES: &[&str] = &[
+    "WindowsHostProcessContainers",
+    "ContainerStopSignals",
+    "OffByDefault",
+    "WindowsHyperVContainers",
+];
 
 fn main() {
     let mut args = Arguments::from_args();

@@ -56,6 +56,15 @@ pub enum Error {
     /// The nodes did not become Ready in time.
     #[error("simulated nodes not Ready after {0:?}")]
     NodesNotReady(Duration),
+    /// An object the cluster is set up with could not be created.
+    #[error("creating {what} in the simulated cluster")]
+    Bootstrap {
+        /// The object.
+        what: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// The per-cluster working directory could not be created.
     #[error("creating the simulator's working directory")]
     WorkDir(#[source] std::io::Error),
@@ -93,6 +102,9 @@ pub struct SimConfig {
     /// Whether the cluster runs a simulated Active Directory domain with a gMSA account, an
     /// SMB share and a Windows node set up for them (`--gmsa-domain`; see [`crate::node::ad`]).
     pub gmsa_domain: bool,
+    /// Whether the Windows nodes' containerd has the `runhcs-wcow-hypervisor` handler and the
+    /// cluster the RuntimeClass of that name (`--hyperv`; see [`crate::node::kubelet::hyperv`]).
+    pub hyperv: bool,
 }
 
 impl SimConfig {
@@ -144,6 +156,7 @@ impl SimConfig {
             gates: crate::gates::FeatureGates::default(),
             windows_containerd: vec![crate::node::kubelet::DEFAULT_CONTAINERD.to_string()],
             gmsa_domain: false,
+            hyperv: false,
         })
     }
 
@@ -185,6 +198,22 @@ impl SimConfig {
             ));
         }
         self.gmsa_domain = on;
+        Ok(self)
+    }
+
+    /// Gives the Windows nodes' containerd the Hyper-V handler `runhcs-wcow-hypervisor` and
+    /// creates RuntimeClass `runhcs-wcow-hypervisor` for it (`--hyperv`), as a cluster set up
+    /// for upstream's `[Feature:WindowsHyperVContainers]` job is; without it that case skips.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] when the cluster has no Windows node.
+    pub fn with_hyperv(mut self, on: bool) -> Result<SimConfig, Error> {
+        if on && self.windows_nodes == 0 {
+            return Err(Error::InvalidOption(
+                "--hyperv needs a Windows node to run Hyper-V isolated pods (--windows-nodes 0)".into(),
+            ));
+        }
+        self.hyperv = on;
         Ok(self)
     }
 
@@ -447,6 +476,7 @@ impl SimCluster {
             if os == crossconf_model::os::Os::Windows {
                 ncfg.windows_build = Some(cfg.windows_build.clone());
                 ncfg.runtime_version = cfg.windows_containerd_of(index);
+                ncfg.runtime_handlers = node::kubelet::hyperv::handlers(os, cfg.hyperv);
                 ncfg.shutdown.gate = cfg.gates.enabled(crate::gates::WINDOWS_GRACEFUL_NODE_SHUTDOWN);
                 if let Some((key, value, effect)) = &cfg.windows_taint {
                     ncfg.taints.push(k8s_openapi::api::core::v1::Taint {
@@ -491,6 +521,9 @@ impl SimCluster {
             nodes.push(handle);
         }
         wait_nodes_ready(&client, nodes.len(), cfg.start_timeout).await?;
+        if cfg.hyperv {
+            create_hyperv_runtime_class(&client).await?;
+        }
         for (name, value) in &deferred {
             faults.set(name, value, true);
         }
@@ -591,6 +624,47 @@ fn client_as(config: &kube::Config, component: &str) -> Result<kube::Client, Err
     kube::Client::try_from(cfg).map_err(Error::Client)
 }
 
+/// Creates RuntimeClass `runhcs-wcow-hypervisor` as kubernetes-sigs/windows-testing's
+/// `helpers/hyper-v-mutating-webhook/hyperv-runtimeclass.yaml` does: handler of the same name,
+/// scheduled onto amd64 Windows nodes, tolerating the `os=windows:NoSchedule` taint.
+async fn create_hyperv_runtime_class(client: &kube::Client) -> Result<(), Error> {
+    use k8s_openapi::api::core::v1::Toleration;
+    use k8s_openapi::api::node::v1::{RuntimeClass, Scheduling};
+    use node::kubelet::hyperv::HYPERVISOR_HANDLER;
+    let rc = RuntimeClass {
+        metadata: kube::api::ObjectMeta {
+            name: Some(HYPERVISOR_HANDLER.into()),
+            ..Default::default()
+        },
+        handler: HYPERVISOR_HANDLER.into(),
+        scheduling: Some(Scheduling {
+            node_selector: Some(
+                [
+                    ("kubernetes.io/os".to_string(), "windows".to_string()),
+                    ("kubernetes.io/arch".to_string(), "amd64".to_string()),
+                ]
+                .into(),
+            ),
+            tolerations: Some(vec![Toleration {
+                effect: Some("NoSchedule".into()),
+                key: Some("os".into()),
+                operator: Some("Equal".into()),
+                value: Some("windows".into()),
+                ..Default::default()
+            }]),
+        }),
+        overhead: None,
+    };
+    kube::Api::<RuntimeClass>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &rc)
+        .await
+        .map_err(|source| Error::Bootstrap {
+            what: format!("RuntimeClass {HYPERVISOR_HANDLER}"),
+            source,
+        })?;
+    Ok(())
+}
+
 async fn wait_nodes_ready(client: &kube::Client, n: usize, within: Duration) -> Result<(), Error> {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::Node;
@@ -636,6 +710,17 @@ mod tests {
         );
         assert!(parse_taint("os=windows").is_err());
         assert!(parse_taint("os=windows:Sometimes").is_err());
+    }
+
+    #[test]
+    fn hyperv_needs_a_windows_node_and_gives_windows_nodes_the_handler() {
+        let c = SimConfig::from_options(0, 1, "10.0.20348", None, "fast", 1.0, None).unwrap();
+        assert!(c.with_hyperv(true).unwrap_err().to_string().contains("--hyperv"));
+        assert!(SimConfig::default().with_hyperv(true).unwrap().hyperv);
+        assert!(
+            node::kubelet::hyperv::handlers(crossconf_model::os::Os::Windows, true)
+                .contains(&node::kubelet::hyperv::HYPERVISOR_HANDLER.to_string())
+        );
     }
 
     #[test]

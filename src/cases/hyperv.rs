@@ -5,8 +5,9 @@
 //!
 //! Needs containerd 1.7 or later and the RuntimeClass (the cluster operator creates it, e.g.
 //! kubernetes-sigs/windows-testing helpers/hyper-v-mutating-webhook/hyperv-runtimeclass.yaml);
-//! the case skips naming what is missing, as upstream's does. The simulator does not model
-//! Hyper-V isolation yet, so on it the case skips.
+//! the case skips naming what is missing, as upstream's does. The simulator provides both with
+//! `--hyperv` (a utility VM per pod of that handler, listed by `Get-ComputeProcess` in its
+//! HostProcess containers); without the flag the case skips there too.
 
 use k8s_openapi::api::node::v1::RuntimeClass;
 

@@ -105,6 +105,12 @@ pub struct SimOptions {
     /// Full cases expect; without it they skip.
     #[arg(long)]
     pub gmsa_domain: bool,
+    /// Gives the simulated Windows nodes' containerd the Hyper-V isolation handler
+    /// `runhcs-wcow-hypervisor` (a utility VM per pod) and creates RuntimeClass
+    /// `runhcs-wcow-hypervisor`, as upstream's Hyper-V job sets the cluster up; without it the
+    /// `[Feature:WindowsHyperVContainers]` case skips.
+    #[arg(long)]
+    pub hyperv: bool,
 }
 
 impl Default for SimOptions {
@@ -120,6 +126,7 @@ impl Default for SimOptions {
             feature_gates: None,
             windows_containerd: None,
             gmsa_domain: false,
+            hyperv: false,
         }
     }
 }

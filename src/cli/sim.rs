@@ -41,6 +41,7 @@ mod imp {
             None => Ok(c),
         })
         .and_then(|c| c.with_gmsa_domain(o.gmsa_domain))
+        .and_then(|c| c.with_hyperv(o.hyperv))
         .map_err(|e| CliError::usage(&e))
     }
 

@@ -63,6 +63,9 @@ impl Target {
                     // The Active Directory domain the GMSA Full cases need, as upstream's GMSA
                     // job provides one.
                     .and_then(|c| c.with_gmsa_domain(true))
+                    // The Hyper-V handler and RuntimeClass the HyperV case needs, as upstream's
+                    // Hyper-V job sets its cluster up.
+                    .and_then(|c| c.with_hyperv(true))
                     .map_err(|e| format!("simulator options: {e}"))?;
                 let sim = SimCluster::start(cfg)
                     .await

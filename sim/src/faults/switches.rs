@@ -469,6 +469,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "Windows runtimes without HostProcess (job) containers, as containerd before 1.6: their sandboxes fail",
     },
     Switch {
+        name: "hyperv-isolation-ignored",
+        arg: Arg::None,
+        breaks: "Windows runtimes run pods of the runhcs-wcow-hypervisor handler process-isolated (a shim that \
+                 drops the utility VM request): no utility VM appears in Get-ComputeProcess",
+    },
+    Switch {
         name: "eviction-manager-off",
         arg: Arg::None,
         breaks: "kubelets whose eviction manager never runs: a node out of memory reports no MemoryPressure \

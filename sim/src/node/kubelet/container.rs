@@ -479,6 +479,7 @@ pub(super) async fn start_container(
         cwd,
         domain,
         host: hpc.then(|| kl.power.clone()),
+        compute: (hpc && kl.cfg.os == Os::Windows).then(|| super::hyperv::ComputeView::of(kl)),
     };
     let started_at = jiff::Timestamp::now();
     // `stdin: true` gives the process an input that stays open (attach writes to it) until the

@@ -52,6 +52,7 @@ mod exec;
 pub(crate) mod gmsa;
 mod hooks;
 pub(crate) mod host_process;
+pub mod hyperv;
 mod image_pull;
 mod job_launch;
 pub(crate) mod metrics;
@@ -165,6 +166,9 @@ pub struct NodeConfig {
     /// `nodeInfo.containerRuntimeVersion`; on Windows it also decides how HostProcess
     /// containers are launched (see [`host_process::Flavour`]).
     pub runtime_version: String,
+    /// The runtime handlers the node's containerd is configured with (RuntimeClass
+    /// `handler`s it can run; see [`hyperv`]).
+    pub runtime_handlers: Vec<String>,
     /// The node's index in the address plan (`addr.node(i)`, `addr.pod(i, n)`).
     pub index: usize,
     /// The cluster's address block.
@@ -195,6 +199,7 @@ impl NodeConfig {
             os,
             windows_build: (os == Os::Windows).then(|| "10.0.20348".to_string()),
             runtime_version: DEFAULT_CONTAINERD.into(),
+            runtime_handlers: hyperv::handlers(os, false),
             index,
             block,
             taints: vec![],
@@ -356,6 +361,8 @@ pub(crate) struct PodState {
     pub ip_index: Option<usize>,
     pub start_time: Option<jiff::Timestamp>,
     pub sandbox_ready: bool,
+    /// The sandbox the runtime created (its handler and isolation), once it is.
+    pub sandbox: Option<hyperv::Sandbox>,
     pub init: Vec<Ctr>,
     pub main: Vec<Ctr>,
     /// Ephemeral containers, in the order they were added to the spec.

@@ -326,13 +326,35 @@ async fn run_pod(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
             Err(e @ crate::node::dns::DnsConfigError::Unsupported { .. }) => Some(e.to_string()),
             _ => None,
         });
-        let Some(msg) = err else { break };
+        // The RuntimeClass's handler, resolved before the runtime is asked for the sandbox
+        // (kubelet `createPodSandbox`); a handler containerd lacks fails RunPodSandbox.
+        let msg = match err {
+            Some(msg) => {
+                format!("rpc error: code = Unknown desc = failed to setup network for sandbox \"{sandbox_id}\": {msg}")
+            }
+            None => match super::hyperv::resolve_for(kl, &pod).await {
+                Ok(handler) => {
+                    let isolation = super::hyperv::isolation(
+                        kl.cfg.os,
+                        &handler,
+                        kl.net.faults().is_on(super::hyperv::FAULT_ISOLATION_IGNORED),
+                    );
+                    rt.state.lock().expect("state lock").sandbox = Some(super::hyperv::Sandbox {
+                        id: sandbox_id.clone(),
+                        handler,
+                        isolation,
+                    });
+                    break;
+                }
+                Err(msg) => msg,
+            },
+        };
         kl.pod_event(
             rt,
             None,
             "Warning",
             "FailedCreatePodSandBox",
-            &format!("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox \"{sandbox_id}\": {msg}"),
+            &format!("Failed to create pod sandbox: {msg}"),
         );
         rt.touch();
         if !sleep_or(kl.cfg.profile.backoff(n).max(Duration::from_millis(200)), &rt.halted).await {

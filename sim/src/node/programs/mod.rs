@@ -199,6 +199,9 @@ pub struct Ctx {
     /// The machine's power, for a process running on the host with its privileges (a Windows
     /// HostProcess container): `shutdown.exe` schedules through it.
     pub host: Option<Arc<crate::node::kubelet::power::Power>>,
+    /// The node's Host Compute Service, for a process on the host (a Windows HostProcess
+    /// container): `Get-ComputeProcess` lists its compute systems.
+    pub compute: Option<crate::node::kubelet::hyperv::ComputeView>,
 }
 
 impl Ctx {
@@ -444,6 +447,7 @@ pub(crate) mod testutil {
             cwd: "/".into(),
             domain: None,
             host: None,
+            compute: None,
         };
         (ctx, buf, dir)
     }

@@ -24,6 +24,7 @@ impl Interp {
             ctx,
             dialect,
             jobs: Vec::new(),
+            objects: std::collections::BTreeMap::new(),
             vars,
             last: 0,
             exit: None,

@@ -33,6 +33,8 @@ mod hexdump;
 mod interp;
 mod netutils;
 mod powershell;
+mod ps_flow;
+mod ps_objects;
 mod sh_parse;
 mod shutdown;
 mod textutils;
@@ -86,6 +88,8 @@ struct Interp {
     last: i32,
     exit: Option<i32>,
     cwd: String,
+    /// PowerShell variables holding objects (lower-case names), beside the text ones.
+    objects: BTreeMap<String, ps_objects::PsValue>,
     /// PowerShell background jobs (Start-Job).
     jobs: Vec<tokio::task::JoinHandle<i32>>,
 }

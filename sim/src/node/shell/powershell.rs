@@ -14,7 +14,7 @@ use crate::node::fs::FsError;
 use crate::node::programs::Stdin;
 use crossconf_model::os::Os;
 
-fn split_top(s: &str, sep: char) -> Vec<String> {
+pub(super) fn split_top(s: &str, sep: char) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let (mut depth, mut q) = (0i32, None::<char>);
@@ -77,6 +77,15 @@ pub(super) fn ps_block<'a>(it: &'a mut Interp, script: &'a str, io: &'a Io) -> B
                     io,
                     &format!("{n}      Job{n}           BackgroundJob   Running       True            localhost"),
                 );
+                continue;
+            }
+            // Conditions, throw, and statements over objects (Get-ComputeProcess | Where-Object).
+            if let Some(c) = super::ps_flow::ps_object_statement(it, &stmt, io).await {
+                code = c;
+                it.last = code;
+                if it.exit.is_some() {
+                    return it.exit.unwrap_or(code);
+                }
                 continue;
             }
             if lower.starts_with('$') && !lower.contains('=') {
