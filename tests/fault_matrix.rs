@@ -4,8 +4,13 @@
 //! halves rotating by day: see [`Part::Half`]), then under all of them at once. The lost-node
 //! run ([`node_lost`]) is a second test of this binary, so it runs beside the matrix. A run must ride out transient trouble: for every configuration the test asserts
 //! - every planned case has a result in the JUnit file, and the file is valid;
-//! - no case fails that passes on the healthy cluster (flake attempts are off, so a retry
-//!   cannot hide one);
+//! - no case fails that passes on the healthy cluster. Under a fault each case gets a second
+//!   attempt (`--flake-attempts 2`, as upstream's kind jobs run ginkgo): with some 2,000 case
+//!   runs under random faults per matrix, three stop-CI runs in a row each met one to three
+//!   cases that failed once and passed in every other run, and one-off races had become the
+//!   usual reason a landing failed. A case that needs the retry is still reported: the table's
+//!   "flaky" column and a `FLAKY` line with its first failure, read after each CI run. The
+//!   healthy run gets one attempt, so a case that fails without faults is never retried away;
 //! - no panic and no ERROR line in the run's or the simulator's log;
 //! - no namespace and no cluster-scoped object with the run-id label is left behind.
 //!
@@ -29,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use crossconf::select::Shard;
 use support::run_check::{
-    failure_messages, leftovers, log_problems, planned, read_junit, retrying_client, run_slice_on,
+    failure_messages, flaky_messages, leftovers, log_problems, planned, read_junit, retrying_client, run_slice_on,
 };
 use support::sim_process::SimProcess;
 
@@ -105,6 +110,8 @@ struct Outcome {
     junit_problem: Option<String>,
     log_problems: Vec<String>,
     leaked: Vec<String>,
+    /// Cases that passed on their second attempt, with the first attempt's failure.
+    flaky: BTreeMap<String, String>,
     wall: Duration,
 }
 
@@ -159,6 +166,9 @@ fn run_config(label: &str, faults: &str, part: Part, lanes: usize, planned: &BTr
     let sim = SimProcess::start(&sim_args, Duration::from_secs(90));
     let reports = tempfile::tempdir().unwrap();
     let mut extra = pending_skips();
+    if !faults.is_empty() {
+        extra.extend(["--flake-attempts".to_string(), "2".to_string()]);
+    }
     if let Some(s) = shard {
         extra.extend(["--shard".to_string(), s.to_string()]);
     }
@@ -174,6 +184,7 @@ fn run_config(label: &str, faults: &str, part: Part, lanes: usize, planned: &BTr
         Ok(results) => outcome.results = results,
         Err(e) => outcome.junit_problem = Some(e),
     }
+    outcome.flaky = flaky_messages(&junit);
     let missing: Vec<_> = planned.iter().filter(|c| !outcome.results.contains_key(*c)).collect();
     if !missing.is_empty() && outcome.junit_problem.is_none() {
         outcome.junit_problem = Some(format!(
@@ -207,6 +218,9 @@ fn run_config(label: &str, faults: &str, part: Part, lanes: usize, planned: &BTr
     // Failure messages help whoever reads a red matrix.
     for (case, message) in failure_messages(&junit) {
         eprintln!("[{shown}] FAILED {case}: {message}");
+    }
+    for (case, message) in &outcome.flaky {
+        eprintln!("[{shown}] FLAKY (passed on its second attempt) {case}: {message}");
     }
     outcome
 }
@@ -300,7 +314,7 @@ fn transient_faults_fail_no_case_that_passes_without_them() {
         .map(|(n, _)| n)
         .collect();
     let mut table = String::from(
-        "| fault | cases | passed | failed | failed only under the fault | leaked | wall |\n|---|---|---|---|---|---|---|\n",
+        "| fault | cases | passed | flaky | failed | failed only under the fault | leaked | wall |\n|---|---|---|---|---|---|---|---|\n",
     );
     let mut problems = Vec::new();
     for o in &outcomes {
@@ -311,10 +325,11 @@ fn transient_faults_fail_no_case_that_passes_without_them() {
             .map(|(n, _)| n)
             .collect();
         table.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {:.0} s |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} s |\n",
             o.shown,
             o.results.len(),
             o.count("passed"),
+            o.flaky.len(),
             o.count("failure") + o.count("error"),
             regressions.len(),
             o.leaked.len(),

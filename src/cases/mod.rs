@@ -29,6 +29,7 @@ pub mod node_shutdown;
 pub mod pods;
 pub mod policy;
 pub mod preemption;
+pub mod probe_grace;
 pub mod probes;
 pub mod proxy;
 mod proxy_verbs;
@@ -69,6 +70,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(pods::cases());
     cases.extend(config::cases());
     cases.extend(probes::cases());
+    cases.extend(probe_grace::cases());
     cases.extend(storage::cases());
     cases.extend(volumes::cases());
     cases.extend(apps::cases());

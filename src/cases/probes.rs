@@ -77,7 +77,7 @@ fn exec_probe(argv: Vec<String>) -> Probe {
     })
 }
 
-fn http_probe(path: &str, port: i32) -> Probe {
+pub(super) fn http_probe(path: &str, port: i32) -> Probe {
     timed(Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),

@@ -97,7 +97,24 @@ pub async fn delete_ignoring_absent<K>(api: kube::Api<K>, name: String, what: St
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(&name, &kube::api::DeleteParams::default()).await {
+    delete_with(api, name, what, kube::api::DeleteParams::default()).await
+}
+
+/// [`delete_ignoring_absent`] with delete options (a grace period of 0 for a pod whose own
+/// period would hold its namespace's deletion).
+///
+/// # Errors
+/// The API's refusal, with `what` in front.
+pub async fn delete_with<K>(
+    api: kube::Api<K>,
+    name: String,
+    what: String,
+    params: kube::api::DeleteParams,
+) -> CaseResult
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(&name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(CaseError::from(e).context(format!("deleting {what}"))),

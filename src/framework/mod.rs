@@ -36,7 +36,7 @@ use crate::cluster::{NodeInfo, Pools};
 use crate::os::Os;
 
 pub use context::{CaseSettings, ImageResolver, RunContext};
-pub use defer::delete_ignoring_absent;
+pub use defer::{delete_ignoring_absent, delete_with};
 pub use dump::dump_namespace;
 pub use exec::ExecOutput;
 pub use kubectl::{KubectlOutput, KubectlSettings};

@@ -107,17 +107,29 @@ pub fn read_junit(path: &Path) -> Result<BTreeMap<String, String>, String> {
 
 /// The failure messages of the JUnit file, by case.
 pub fn failure_messages(path: &Path) -> BTreeMap<String, String> {
+    messages_of(path, "failure")
+}
+
+/// The cases of a JUnit file that passed on a retry, each with its first failed attempt's
+/// message (`<flakyFailure>`).
+pub fn flaky_messages(path: &Path) -> BTreeMap<String, String> {
+    messages_of(path, "flakyFailure")
+}
+
+/// Case name to the message of its first `tag` element.
+fn messages_of(path: &Path, tag: &str) -> BTreeMap<String, String> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let Ok(doc) = roxmltree::Document::parse(&text) else {
         return BTreeMap::new();
     };
-    doc.descendants()
-        .filter(|n| n.has_tag_name("failure"))
-        .filter_map(|f| {
-            let case = f.parent()?.attribute("name")?.to_string();
-            Some((case, f.attribute("message").unwrap_or("").to_string()))
-        })
-        .collect()
+    let mut out = BTreeMap::new();
+    for f in doc.descendants().filter(|n| n.has_tag_name(tag)) {
+        if let Some(case) = f.parent().and_then(|p| p.attribute("name")) {
+            out.entry(case.to_string())
+                .or_insert_with(|| f.attribute("message").unwrap_or("").to_string());
+        }
+    }
+    out
 }
 
 /// Panics and ERROR lines of a log.

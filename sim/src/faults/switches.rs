@@ -250,6 +250,12 @@ pub const SWITCHES: &[Switch] = &[
         breaks: "the kubelet never runs probes: containers are ready at once and never restarted by liveness",
     },
     Switch {
+        name: "probe-grace-ignored",
+        arg: Arg::None,
+        breaks: "the kubelet ignores a liveness or startup probe's own terminationGracePeriodSeconds and kills \
+                 the container it restarts after the pod's grace period",
+    },
+    Switch {
         name: "exit-codes-lost",
         arg: Arg::None,
         breaks: "the runtime loses exit codes: every terminated container reports exit code 0 (Completed)",

@@ -429,6 +429,13 @@ pub(super) async fn start_container(
     }
     let stop = CancellationToken::new();
     let kill = CancellationToken::new();
+    // What the process sees of a stop: the stop signal, or (a Linux PID 1 without a SIGTERM
+    // handler, see `programs::pid1`) only the kill at the grace deadline.
+    let signalled = if programs::pid1::ends_on_stop_signal(&argv0, &img, kl.cfg.os) {
+        stop.clone()
+    } else {
+        kill.child_token()
+    };
     // A runtime with the `logs-lost` fault never records container output.
     let out = {
         let logs = logs.clone();
@@ -473,7 +480,7 @@ pub(super) async fn start_container(
         fs,
         net: kl.net.clone(),
         out,
-        cancel: stop.clone(),
+        cancel: signalled,
         usage: usage.clone(),
         user,
         cwd,
@@ -515,7 +522,14 @@ pub(super) async fn start_container(
             "Killing",
             &format!("FailedPostStartHook: Stopping container {}", c.name),
         );
-        stop.cancel();
+        super::termination::stop_with_grace(
+            kl,
+            rt,
+            (role, idx),
+            &stop,
+            super::termination::KillReason::PostStartHook,
+        )
+        .await;
     }
     let probes_ignored = kl.net.faults().is_on("probes-ignored");
     // A restartable init container (a sidecar) is probed and reports readiness as an app

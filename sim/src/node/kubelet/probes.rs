@@ -14,7 +14,7 @@ use crate::node::programs::{self, Ctx, Output};
 use crate::node::{error_chain, grpc, http};
 
 use super::hooks::resolve_port;
-use super::termination::stop_with_grace;
+use super::termination::{KillReason, stop_with_grace};
 use super::{KUBELET_VERSION, Kubelet, PodRt, Role, sleep_or, with_ctr};
 
 /// Runs one probe; the error is the probe's failure output.
@@ -249,7 +249,7 @@ pub(super) fn spawn_probes(
                                 "Killing",
                                 &format!("Container {} failed startup probe, will be restarted", c.name),
                             );
-                            stop_with_grace(&kl, &rt, (role, idx), &stop).await;
+                            stop_with_grace(&kl, &rt, (role, idx), &stop, KillReason::Startup).await;
                             return;
                         }
                     }
@@ -342,7 +342,7 @@ pub(super) fn spawn_probes(
                                 "Killing",
                                 &format!("Container {} failed liveness probe, will be restarted", c.name),
                             );
-                            stop_with_grace(&kl, &rt, (role, idx), &stop).await;
+                            stop_with_grace(&kl, &rt, (role, idx), &stop, KillReason::Liveness).await;
                             return;
                         }
                     }

@@ -23,11 +23,67 @@ fn grace_of(pod: &Pod) -> Duration {
     Duration::from_secs(secs as u64)
 }
 
-/// Sends the stop signal to container `(init, idx)`, then kills it after the pod's grace period.
-pub(super) async fn stop_with_grace(_kl: &Kubelet, rt: &PodRt, (role, idx): (Role, usize), stop: &CancellationToken) {
+/// Why the kubelet stops one container of a running pod: the probe-level
+/// `terminationGracePeriodSeconds` of a liveness or startup probe overrides the pod's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KillReason {
+    /// A failed liveness probe.
+    Liveness,
+    /// A failed startup probe.
+    Startup,
+    /// A failed postStart hook.
+    PostStartHook,
+}
+
+/// The kubelet's floor for a container kill without an override ("always give containers a
+/// minimal shutdown window to avoid unnecessary SIGKILLs").
+const MINIMUM_GRACE: Duration = Duration::from_secs(2);
+
+/// The grace period of a kill for `reason`, as the kubelet's `setTerminationGracePeriod`: the
+/// pod's deletion grace period if it is being deleted; else the probe's own
+/// `terminationGracePeriodSeconds` for a probe kill when set (even when longer than the pod's);
+/// else the pod's; never under [`MINIMUM_GRACE`]. A kubelet with the `probe-grace-ignored`
+/// fault uses the pod's period for probe kills too.
+fn kill_grace(pod: &Pod, container: &str, reason: KillReason, probe_grace_ignored: bool) -> Duration {
+    let spec = pod.spec.as_ref();
+    let probe = spec
+        .and_then(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+                .find(|c| c.name == container)
+        })
+        .and_then(|c| match reason {
+            KillReason::Liveness => c.liveness_probe.as_ref(),
+            KillReason::Startup => c.startup_probe.as_ref(),
+            KillReason::PostStartHook => None,
+        })
+        .and_then(|p| p.termination_grace_period_seconds)
+        .filter(|_| !probe_grace_ignored);
+    let secs = match (
+        pod.metadata.deletion_grace_period_seconds,
+        spec.and_then(|s| s.termination_grace_period_seconds),
+    ) {
+        (Some(d), _) => d,
+        (None, Some(pod_grace)) => probe.unwrap_or(pod_grace),
+        (None, None) => 2,
+    };
+    Duration::from_secs(secs.max(0) as u64).max(MINIMUM_GRACE)
+}
+
+/// Sends the stop signal to container `(role, idx)`, then kills it after the grace period of
+/// `reason` ([`kill_grace`]): a process that ignores the signal (a Linux PID 1 without a
+/// handler) runs until then.
+pub(super) async fn stop_with_grace(
+    kl: &Kubelet,
+    rt: &PodRt,
+    (role, idx): (Role, usize),
+    stop: &CancellationToken,
+    reason: KillReason,
+) {
     stop.cancel();
-    let kill = with_ctr(rt, role, idx, |ct| ct.run_kill.clone());
-    let grace = grace_of(&rt.pod());
+    let (kill, name) = with_ctr(rt, role, idx, |ct| (ct.run_kill.clone(), ct.name.clone()));
+    let grace = kill_grace(&rt.pod(), &name, reason, kl.net.faults().is_on("probe-grace-ignored"));
     if let Some(kill) = kill {
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
@@ -131,10 +187,15 @@ pub(super) async fn terminate(kl: &Arc<Kubelet>, rt: &Arc<PodRt>) {
 /// shutdown manager's per-group period).
 pub(super) async fn terminate_within(kl: &Arc<Kubelet>, rt: &Arc<PodRt>, grace: Option<Duration>) {
     let pod = rt.pod();
-    let grace = if rt.gone.is_cancelled() || kl.cancel.is_cancelled() {
+    // As the pod worker's `calculateEffectiveGracePeriod`: "no matter what, we always supply a
+    // grace period of 1", a pod force-deleted from the API included (only a process that ignores
+    // the stop signal notices).
+    let grace = if kl.cancel.is_cancelled() {
         Duration::ZERO
+    } else if rt.gone.is_cancelled() {
+        Duration::from_secs(1)
     } else {
-        grace.unwrap_or_else(|| grace_of(&pod))
+        grace.unwrap_or_else(|| grace_of(&pod)).max(Duration::from_secs(1))
     };
     let deadline = Instant::now() + grace;
     let spec = pod.spec.clone().unwrap_or_default();

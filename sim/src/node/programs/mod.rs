@@ -19,6 +19,7 @@ pub mod gmsa_webhook;
 mod grey_jpeg;
 pub mod image_files;
 pub mod inclusterclient;
+pub mod pid1;
 pub mod sample_apiserver;
 pub mod sample_apiserver_store;
 pub mod servers;
