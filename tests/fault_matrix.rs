@@ -166,14 +166,12 @@ fn run_config(label: &str, faults: &str, part: Part, lanes: usize, planned: &BTr
     let sim = SimProcess::start(&sim_args, Duration::from_secs(90));
     let reports = tempfile::tempdir().unwrap();
     let mut extra = pending_skips();
-    if !faults.is_empty() {
-        extra.extend(["--flake-attempts".to_string(), "2".to_string()]);
-    }
     if let Some(s) = shard {
         extra.extend(["--shard".to_string(), s.to_string()]);
     }
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let out = run_slice_on(&sim.kubeconfig, reports.path(), lanes, &extra);
+    let attempts = if faults.is_empty() { 1 } else { 2 };
+    let out = run_slice_on(&sim.kubeconfig, reports.path(), lanes, attempts, &extra);
     let junit = reports.path().join("junit_01.xml");
     let mut outcome = Outcome {
         label: label.to_string(),

@@ -238,12 +238,19 @@ pub async fn retrying_client(kubeconfig: &Path) -> kube::Client {
 /// Runs the slice as a nightly job would (16 lanes, flake attempts off, CI output) against the
 /// cluster of `kubeconfig`, reports into `reports`, with `extra` flags.
 pub fn run_slice(kubeconfig: &Path, reports: &Path, extra: &[&str]) -> std::process::Output {
-    run_slice_on(kubeconfig, reports, 16, extra)
+    run_slice_on(kubeconfig, reports, 16, 1, extra)
 }
 
-/// [`run_slice`] with `lanes` cases at a time: a configuration whose cases mostly wait (API
-/// latency spikes) gets more lanes so its wall stays near the others'.
-pub fn run_slice_on(kubeconfig: &Path, reports: &Path, lanes: usize, extra: &[&str]) -> std::process::Output {
+/// [`run_slice`] with `lanes` cases at a time (a configuration whose cases mostly wait, under
+/// API latency spikes, gets more lanes so its wall stays near the others') and `attempts`
+/// attempts per case.
+pub fn run_slice_on(
+    kubeconfig: &Path,
+    reports: &Path,
+    lanes: usize,
+    attempts: usize,
+    extra: &[&str],
+) -> std::process::Output {
     crossconf()
         .args(["run", "--kubeconfig"])
         .arg(kubeconfig)
@@ -252,7 +259,7 @@ pub fn run_slice_on(kubeconfig: &Path, reports: &Path, lanes: usize, extra: &[&s
             "--parallel",
             &lanes.to_string(),
             "--flake-attempts",
-            "1",
+            &attempts.to_string(),
             "--no-progress",
         ])
         .args(extra)
