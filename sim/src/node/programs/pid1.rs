@@ -54,10 +54,17 @@ fn script(argv: &[String]) -> Option<&str> {
 }
 
 /// Whether `script` installs a handler for SIGTERM (`trap ... TERM`, `SIGTERM` or `15`).
+/// `trap '' TERM` (ignore) and `trap - TERM` (default, which init ignores) install none.
 fn traps_term(script: &str) -> bool {
     script.lines().flat_map(|l| l.split(';')).any(|cmd| {
         let mut words = cmd.split_whitespace();
-        words.next() == Some("trap") && words.any(|w| matches!(w.trim_matches(['"', '\'']), "TERM" | "SIGTERM" | "15"))
+        if words.next() != Some("trap") {
+            return false;
+        }
+        let action = words.next().map(|w| w.trim_matches(['"', '\''])).unwrap_or("");
+        !action.is_empty()
+            && action != "-"
+            && words.any(|w| matches!(w.trim_matches(['"', '\'']), "TERM" | "SIGTERM" | "15"))
     })
 }
 
@@ -138,6 +145,9 @@ mod tests {
             Os::Linux,
             &["sh", "-c", "trap 'exit 0' TERM; sleep 600"]
         ));
+        for ignored in ["trap '' TERM; sleep 600", "trap - TERM; sleep 600"] {
+            assert!(!ends("busybox", Os::Linux, &["sh", "-c", ignored]), "{ignored}");
+        }
         assert!(!ends(
             "agnhost",
             Os::Linux,
