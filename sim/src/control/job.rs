@@ -20,7 +20,8 @@ use super::events::{EventType, Recorder};
 use super::informer::{Informer, Requeue, reconcile_each};
 use super::job_failure_policy::{Verdict, match_pod_failure_policy};
 use super::job_tracking::{
-    TRACKING_FINALIZER, has_tracking_finalizer, parse_indexes, release_orphans, remove_tracking_finalizer,
+    RemovalExpectations, TRACKING_FINALIZER, has_tracking_finalizer, parse_indexes, release_orphans,
+    remove_tracking_finalizer,
 };
 use super::plane::{Component, Ctx};
 use super::replicaset::claim_pods_adding;
@@ -43,8 +44,9 @@ pub(crate) async fn run(ctx: Ctx) -> Result<()> {
         pods.ready().await
     };
     let changes = vec![jobs.subscribe(), pods.subscribe()];
+    let expectations = RemovalExpectations::default();
     let syncs = reconcile_each(&ctx, caches, &jobs, changes, |job, pass| {
-        sync(&ctx, &recorder, &pods, job, pass.requeue).boxed()
+        sync(&ctx, &recorder, &pods, &expectations, job, pass.requeue).boxed()
     });
     futures::try_join!(syncs, release_orphans(&ctx, &jobs, &pods)).map(|_| ())
 }
@@ -155,19 +157,23 @@ async fn sync(
     ctx: &Ctx,
     recorder: &Recorder,
     pods: &Informer<Pod>,
+    expectations: &RemovalExpectations,
     job: &Arc<Job>,
     requeue: &mut Requeue,
 ) -> Result<()> {
     let ns = job.namespace().unwrap_or_default();
     let name = job.name_any();
+    let job_uid = job.metadata.uid.clone().unwrap_or_default();
     let Some(spec) = job.spec.as_ref() else { return Ok(()) };
     let now = ctx.now();
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
     if is_finished(job) {
+        expectations.forget(&job_uid);
         return ttl_after_finished(ctx, job, requeue).await;
     }
     if job.metadata.deletion_timestamp.is_some() {
         // Its pods lose their tracking finalizers in `release_orphans`.
+        expectations.forget(&job_uid);
         return Ok(());
     }
     let owned = claim_pods_adding(
@@ -217,13 +223,14 @@ async fn sync(
     let suspended = spec.suspend == Some(true);
     let restart_on_failure = spec.template.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("OnFailure");
 
+    // Pods whose finalizer an earlier pass removed, though the pod cache does not show it yet:
+    // they were counted then, and hold no finalizer as far as counting goes (upstream
+    // `expectedRmFinalizers`).
+    let removed = expectations.pending(&job_uid, &owned);
+    let tracked = |p: &Pod| has_tracking_finalizer(p) && !removed.contains(&uid_of(p));
     // Counting (upstream `cleanUncountedPodsWithoutFinalizers`): a UID recorded as uncounted
     // whose pod no longer has the finalizer (or is gone) is counted now.
-    let with_finalizer: BTreeSet<String> = owned
-        .iter()
-        .filter(|p| has_tracking_finalizer(p))
-        .map(|p| uid_of(p))
-        .collect();
+    let with_finalizer: BTreeSet<String> = owned.iter().filter(|p| tracked(p)).map(|p| uid_of(p)).collect();
     let prev = status.uncounted_terminated_pods.clone().unwrap_or_default();
     let (prev_s, prev_f) = (uid_list(prev.succeeded.as_ref()), uid_list(prev.failed.as_ref()));
     let mut counted_succeeded = status.succeeded.unwrap_or(0);
@@ -251,7 +258,7 @@ async fn sync(
     };
     // The pods that finished since: counted once, by UID (by index for an Indexed Job).
     let mut verdicts: Vec<Verdict> = Vec::new();
-    for p in owned.iter().filter(|p| has_tracking_finalizer(p)) {
+    for p in owned.iter().filter(|p| tracked(p)) {
         let uid = uid_of(p);
         if track.uncounted.0.contains(&uid) || track.uncounted.1.contains(&uid) {
             // Recorded by an earlier pass whose finalizer removal did not get through.
@@ -473,9 +480,7 @@ async fn sync(
             to_delete.extend(active.iter().copied());
             let unfinished: Vec<&Arc<Pod>> = owned
                 .iter()
-                .filter(|p| {
-                    has_tracking_finalizer(p) && !terminal(p) && !track.release.iter().any(|r| Arc::ptr_eq(r, p))
-                })
+                .filter(|p| tracked(p) && !terminal(p) && !track.release.iter().any(|r| Arc::ptr_eq(r, p)))
                 .collect();
             for p in unfinished {
                 track.release.push(p);
@@ -534,6 +539,8 @@ async fn sync(
             tracing::warn!(pod = %p.name_any(), error = %super::error::chain(&e), "tracking finalizer not removed");
             kept.insert(uid_of(p));
             requeue.after(std::time::Duration::from_secs(1));
+        } else {
+            expectations.removed(&job_uid, &uid_of(p));
         }
     }
     let left_s: Vec<String> = new_s.iter().filter(|u| kept.contains(*u)).cloned().collect();

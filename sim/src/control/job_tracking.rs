@@ -8,9 +8,14 @@
 //!
 //! Pods whose Job is gone, finished or being deleted, or which no Job controls any more, lose
 //! the finalizer here (upstream's `syncOrphanPod`), else they would stay Terminating forever.
+//!
+//! [`RemovalExpectations`] is upstream's `finalizerExpectations`: the Job cache can run ahead
+//! of the pod cache, and a pass that sees its own counted status but a pod still carrying the
+//! finalizer it already removed would count that pod twice (a Job "complete" with one pod
+//! still running, seen in CI under load).
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -50,6 +55,44 @@ pub async fn remove_tracking_finalizer(api: &Api<Pod>, pod: &Pod) -> Result<()> 
         Err(e) => Err(e).ctx("remove the tracking finalizer of", || {
             format!("pod {}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
         }),
+    }
+}
+
+/// The pods whose tracking finalizer a Job's pass removed and whose removal the pod cache
+/// does not show yet, by Job UID (upstream `finalizerExpectations`). Such a pod was counted
+/// by the pass that removed the finalizer; later passes treat it as finalizer-free.
+#[derive(Clone, Default)]
+pub(crate) struct RemovalExpectations(Arc<Mutex<HashMap<String, BTreeSet<String>>>>);
+
+impl RemovalExpectations {
+    /// Records that the finalizer of pod `pod_uid` of Job `job_uid` was removed.
+    pub(crate) fn removed(&self, job_uid: &str, pod_uid: &str) {
+        let mut map = self.0.lock().expect("removal expectations lock");
+        map.entry(job_uid.to_owned()).or_default().insert(pod_uid.to_owned());
+    }
+
+    /// The UIDs still expected for `job_uid`: those `owned` (the pod cache's view of the Job's
+    /// pods) still shows with the finalizer. The rest were observed and are forgotten.
+    pub(crate) fn pending(&self, job_uid: &str, owned: &[Arc<Pod>]) -> BTreeSet<String> {
+        let mut map = self.0.lock().expect("removal expectations lock");
+        let Some(set) = map.get_mut(job_uid) else {
+            return BTreeSet::new();
+        };
+        set.retain(|uid| {
+            owned
+                .iter()
+                .any(|p| p.metadata.uid.as_deref() == Some(uid.as_str()) && has_tracking_finalizer(p))
+        });
+        let out = set.clone();
+        if set.is_empty() {
+            map.remove(job_uid);
+        }
+        out
+    }
+
+    /// Forgets a Job that counts no more pods (finished or deleted).
+    pub(crate) fn forget(&self, job_uid: &str) {
+        self.0.lock().expect("removal expectations lock").remove(job_uid);
     }
 }
 
@@ -130,6 +173,32 @@ mod tests {
         assert_eq!(parse_indexes("", 3), BTreeSet::new());
         // Out of range and malformed parts are dropped.
         assert_eq!(parse_indexes("1,x,7,2-3", 3), [1, 2].into_iter().collect());
+    }
+
+    fn pod(uid: &str, finalizer: bool) -> Arc<Pod> {
+        let mut p = Pod::default();
+        p.metadata.uid = Some(uid.into());
+        if finalizer {
+            p.metadata.finalizers = Some(vec![TRACKING_FINALIZER.into()]);
+        }
+        Arc::new(p)
+    }
+
+    #[test]
+    fn a_removal_is_expected_until_the_cache_shows_it() {
+        let exp = RemovalExpectations::default();
+        exp.removed("job", "a");
+        exp.removed("job", "b");
+        // The cache still shows both with the finalizer: both pending.
+        let stale = [pod("a", true), pod("b", true)];
+        assert_eq!(exp.pending("job", &stale), ["a".to_owned(), "b".to_owned()].into());
+        // `a` observed without it, `b` gone: neither is pending any more, for good.
+        assert_eq!(exp.pending("job", &[pod("a", false)]), BTreeSet::new());
+        assert_eq!(exp.pending("job", &stale), BTreeSet::new());
+        assert_eq!(exp.pending("other", &stale), BTreeSet::new());
+        exp.removed("job", "c");
+        exp.forget("job");
+        assert_eq!(exp.pending("job", &[pod("c", true)]), BTreeSet::new());
     }
 
     #[test]

@@ -57,6 +57,23 @@ async fn job_pods(f: &Framework, name: &str) -> Result<Vec<Pod>, CaseError> {
         .items)
 }
 
+/// `name=Phase` for each pod, for failure messages that show what was counted.
+fn phases(pods: &[Pod]) -> String {
+    let list: Vec<String> = pods
+        .iter()
+        .map(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("<none>");
+            let deleting = if p.metadata.deletion_timestamp.is_some() {
+                " (deleting)"
+            } else {
+                ""
+            };
+            format!("{}={phase}{deleting}", p.metadata.name.as_deref().unwrap_or("?"))
+        })
+        .collect();
+    list.join(", ")
+}
+
 fn count_phase(pods: &[Pod], phase: &str) -> usize {
     pods.iter()
         .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase))
@@ -123,8 +140,9 @@ async fn job_completes(f: &Framework) -> CaseResult {
     let pods = job_pods(f, "all-succeed").await?;
     ensure!(
         count_phase(&pods, "Succeeded") == 4,
-        "job all-succeed has {} Succeeded pods, expected 4",
-        count_phase(&pods, "Succeeded")
+        "job all-succeed has {} Succeeded pods, expected 4: {}",
+        count_phase(&pods, "Succeeded"),
+        phases(&pods)
     );
     Ok(())
 }
@@ -221,8 +239,9 @@ async fn job_backoff(f: &Framework) -> CaseResult {
     let pods = job_pods(f, "backofflimit").await?;
     ensure!(
         count_phase(&pods, "Failed") == 2,
-        "job backofflimit left {} Failed pods, expected backoffLimit+1 = 2",
-        count_phase(&pods, "Failed")
+        "job backofflimit left {} Failed pods, expected backoffLimit+1 = 2: {}",
+        count_phase(&pods, "Failed"),
+        phases(&pods)
     );
     Ok(())
 }
