@@ -242,6 +242,31 @@ fn drive(k: &Kubectl, dir: &Path) {
     let bogus = MANIFEST.replace("replicas: 2", "replicas: 2\n  bogusField: 1");
     let (ok, _, err) = k.run(&["apply", "-n", "demo", "-f", "-"], Some(&bogus));
     assert!(!ok && err.contains("unknown field \"spec.bogusField\""), "{err}");
+    // Probe rules as upstream's validateLivenessProbe: a liveness probe must succeed once, and
+    // an explicit 0 is defaulted like an absent field (SetDefaults_Probe) before that check.
+    let probed = |threshold: u32| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probed-{threshold}\nspec:\n  containers:\n  - name: c\n    image: registry.k8s.io/pause:3.10\n    livenessProbe:\n      tcpSocket:\n        port: 80\n      successThreshold: {threshold}\n"
+        )
+    };
+    let (ok, _, err) = k.run(&["apply", "-n", "demo", "-f", "-"], Some(&probed(2)));
+    assert!(
+        !ok && err.contains(
+            "The Pod \"probed-2\" is invalid: spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1"
+        ),
+        "{err}"
+    );
+    k.ok_in(&["apply", "-n", "demo", "-f", "-"], Some(&probed(0)));
+    assert_eq!(
+        k.jsonpath(
+            "pod",
+            "probed-0",
+            "demo",
+            "{.spec.containers[0].livenessProbe.successThreshold}"
+        ),
+        "1"
+    );
+    k.ok(&["delete", "pod", "probed-0", "-n", "demo", "--wait=false"]);
 
     let deploy = k.ok(&["get", "deploy", "-n", "demo"]);
     assert!(

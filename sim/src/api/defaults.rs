@@ -19,6 +19,24 @@ fn set(obj: &mut Value, key: &str, v: Value) {
     }
 }
 
+/// Sets `obj[key]` when it is absent, null, 0 or "" (a Go defaulter's `if x == 0` test).
+fn set_unless_zero(obj: &mut Value, key: &str, v: Value) {
+    let zero = obj
+        .get(key)
+        .is_none_or(|x| x.is_null() || x.as_i64() == Some(0) || x.as_str() == Some(""));
+    if zero && let Some(m) = obj.as_object_mut() {
+        m.insert(key.to_string(), v);
+    }
+}
+
+/// `SetDefaults_HTTPGetAction` on a probe's or a hook's `httpGet`.
+fn http_get_defaults(handler: &mut Value) {
+    if let Some(h) = handler.get_mut("httpGet").filter(|h| h.is_object()) {
+        set_unless_zero(h, "path", json!("/"));
+        set_unless_zero(h, "scheme", json!("HTTP"));
+    }
+}
+
 /// `obj[key]` as an object, created when absent.
 fn child<'a>(obj: &'a mut Value, key: &str) -> &'a mut Value {
     set(obj, key, json!({}));
@@ -370,15 +388,21 @@ fn container(c: &mut Value) {
             set(fr, "apiVersion", json!("v1"));
         }
     }
+    // `SetDefaults_Probe` and `SetDefaults_HTTPGetAction` test Go zero values, so an explicit
+    // 0 or "" is defaulted like an absent field.
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
         if let Some(p) = c.get_mut(probe).filter(|p| p.is_object()) {
-            set(p, "timeoutSeconds", json!(1));
-            set(p, "periodSeconds", json!(10));
-            set(p, "successThreshold", json!(1));
-            set(p, "failureThreshold", json!(3));
-            if let Some(h) = p.get_mut("httpGet") {
-                set(h, "scheme", json!("HTTP"));
-                set(h, "path", json!("/"));
+            set_unless_zero(p, "timeoutSeconds", json!(1));
+            set_unless_zero(p, "periodSeconds", json!(10));
+            set_unless_zero(p, "successThreshold", json!(1));
+            set_unless_zero(p, "failureThreshold", json!(3));
+            http_get_defaults(p);
+        }
+    }
+    if let Some(lifecycle) = c.get_mut("lifecycle").filter(|l| l.is_object()) {
+        for hook in ["postStart", "preStop"] {
+            if let Some(h) = lifecycle.get_mut(hook).filter(|h| h.is_object()) {
+                http_get_defaults(h);
             }
         }
     }

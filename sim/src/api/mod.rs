@@ -52,6 +52,7 @@ pub mod transient;
 pub mod validate;
 pub mod validate_ephemeral;
 pub mod validate_kinds;
+pub mod validate_probes;
 pub mod validate_windows;
 pub mod vap;
 pub mod watch;

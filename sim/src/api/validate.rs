@@ -394,14 +394,33 @@ pub fn pod_spec(spec: &Value, base: &str, out: &mut Vec<Cause>) {
             if s(c, "/image").trim().is_empty() {
                 out.push(Cause::required(format!("{path}.image")));
             }
+            // Upstream `validateContainerPorts`.
+            let mut port_names: Vec<&str> = Vec::new();
             for (j, p) in items(c, "ports").iter().enumerate() {
-                let cp = p.get("containerPort").and_then(Value::as_i64).unwrap_or(0);
-                if !(1..=65535).contains(&cp) {
-                    out.push(Cause::invalid(
-                        format!("{path}.ports[{j}].containerPort"),
-                        &json!(cp),
-                        "must be between 1 and 65535, inclusive",
-                    ));
+                let at = format!("{path}.ports[{j}]");
+                let port_name = s(p, "/name");
+                if !port_name.is_empty() {
+                    let errs = super::validate_probes::port_name_errors(port_name);
+                    if errs.is_empty() && port_names.contains(&port_name) {
+                        out.push(Cause::duplicate(format!("{at}.name"), &json!(port_name)));
+                    } else if errs.is_empty() {
+                        port_names.push(port_name);
+                    }
+                    for why in errs {
+                        out.push(Cause::invalid(format!("{at}.name"), &json!(port_name), why));
+                    }
+                }
+                for (key, required) in [("containerPort", true), ("hostPort", false)] {
+                    let n = p.get(key).and_then(Value::as_i64).unwrap_or(0);
+                    if n == 0 && required {
+                        out.push(Cause::required(format!("{at}.{key}")));
+                    } else if n != 0 && !(1..=65535).contains(&n) {
+                        out.push(Cause::invalid(
+                            format!("{at}.{key}"),
+                            &json!(n),
+                            "must be between 1 and 65535, inclusive",
+                        ));
+                    }
                 }
                 one_of(
                     p.get("protocol").and_then(Value::as_str),
@@ -465,6 +484,7 @@ pub fn pod_spec(spec: &Value, base: &str, out: &mut Vec<Cause>) {
             }
         }
     }
+    super::validate_probes::rules(spec, base, out);
     os_rules(spec, base, out);
     super::validate_windows::host_process_rules(spec, base, out);
     super::stop_signal::rules(spec, base, out);
