@@ -35,6 +35,7 @@ use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
 mod addons;
+mod admission;
 mod bench;
 mod lifecycle;
 mod node_health;

@@ -364,7 +364,8 @@ async fn security_context_row_of_the_windows_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hugepages_and_file_mount_rows_of_the_windows_model() {
     let c = cluster().await;
-    // hugepages: the container cannot be created on Windows.
+    // hugepages: a Windows node advertises none, so its kubelet refuses the pod at admission
+    // (hugepages are a native resource, checked against allocatable like cpu and memory).
     let mut huge = pod("huge-win", "win-0", AGNHOST, None, vec!["pause"]);
     huge.spec.as_mut().unwrap().containers[0].resources = Some(
         serde_json::from_value(serde_json::json!({
@@ -374,8 +375,23 @@ async fn hugepages_and_file_mount_rows_of_the_windows_model() {
         .unwrap(),
     );
     create(&c, huge).await;
-    let msg = wait_waiting(&c, "huge-win", "CreateContainerError").await;
-    assert!(msg.contains("hugepages"), "{msg}");
+    let p = wait_pod(&c, "huge-win", "rejected", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+    })
+    .await;
+    let status = p.status.unwrap_or_default();
+    assert_eq!(
+        status.reason.as_deref(),
+        Some("OutOfhugepages-2Mi"),
+        "{:?}",
+        status.message
+    );
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "Pod was rejected: Node didn't have enough resource: hugepages-2Mi, requested: 104857600, used: 0, capacity: 0"
+        )
+    );
     // A volume mounted onto a single file (hostPath of type FileOrCreate): containerd maps
     // single files on Windows as on Linux.
     for (name, node, host, at) in [

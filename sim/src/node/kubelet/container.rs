@@ -228,21 +228,8 @@ pub(super) async fn start_container(
             );
         }
     }
-    if kl.cfg.os == Os::Windows {
-        let res = c.resources.clone().unwrap_or_default();
-        let huge = res
-            .limits
-            .iter()
-            .chain(res.requests.iter())
-            .flat_map(|m| m.keys())
-            .any(|k| k.starts_with("hugepages-"));
-        if huge && !kl.cfg.os.supports_hugepages() {
-            return fail_create(
-                "CreateContainerError",
-                "failed to create containerd container: hugepages are not supported on Windows nodes".into(),
-            );
-        }
-    }
+    // hugepages never get here on Windows: the node advertises none, so admission refuses
+    // the pod (`OutOfhugepages-2Mi`, see admission.rs).
     let expand = |v: &Option<Vec<String>>| -> Vec<String> {
         let v = v.clone().unwrap_or_default();
         if faults.is_on("env-expansion-off") {

@@ -28,7 +28,8 @@ fn q(s: impl Into<String>) -> Quantity {
 }
 
 impl Kubelet {
-    fn node_object(&self) -> Node {
+    /// The labels the kubelet registers its Node with (`--node-labels` included).
+    pub(super) fn registered_labels(&self) -> BTreeMap<String, String> {
         let c = &self.cfg;
         let mut labels = BTreeMap::from([
             (os::OS_LABEL.to_string(), c.os.as_str().to_string()),
@@ -41,6 +42,12 @@ impl Kubelet {
             labels.insert(os::WINDOWS_BUILD_LABEL.to_string(), b.clone());
         }
         labels.extend(c.labels.iter().cloned());
+        labels
+    }
+
+    fn node_object(&self) -> Node {
+        let c = &self.cfg;
+        let labels = self.registered_labels();
         Node {
             metadata: ObjectMeta {
                 name: Some(c.name.clone()),
@@ -55,6 +62,33 @@ impl Kubelet {
             }),
             status: Some(self.node_status()),
         }
+    }
+
+    /// Node allocatable as the kubelet reports it (capacity less reservations and the hard
+    /// eviction threshold), which its own admission checks pods against.
+    pub(super) fn allocatable(&self) -> BTreeMap<String, Quantity> {
+        let c = &self.cfg;
+        BTreeMap::from([
+            ("cpu".to_string(), q(format!("{}m", c.allocatable_cpu_millis()))),
+            (
+                "memory".to_string(),
+                // `allocatable-misreported`: a kubelet that leaves reservations and eviction
+                // thresholds out of allocatable memory.
+                q(format!(
+                    "{}Ki",
+                    if self.net.faults().is_on("allocatable-misreported") {
+                        c.capacity.memory_bytes
+                    } else {
+                        c.allocatable_memory_bytes()
+                    } / 1024
+                )),
+            ),
+            (
+                "ephemeral-storage".to_string(),
+                q(format!("{}Ki", c.capacity.ephemeral_storage_bytes * 9 / 10 / 1024)),
+            ),
+            ("pods".to_string(), q(c.capacity.pods.to_string())),
+        ])
     }
 
     fn node_status(&self) -> NodeStatus {
@@ -89,27 +123,7 @@ impl Kubelet {
             ),
             ("pods".to_string(), q(c.capacity.pods.to_string())),
         ]);
-        let allocatable = BTreeMap::from([
-            ("cpu".to_string(), q(format!("{}m", c.allocatable_cpu_millis()))),
-            (
-                "memory".to_string(),
-                // `allocatable-misreported`: a kubelet that leaves reservations and eviction
-                // thresholds out of allocatable memory.
-                q(format!(
-                    "{}Ki",
-                    if self.net.faults().is_on("allocatable-misreported") {
-                        c.capacity.memory_bytes
-                    } else {
-                        c.allocatable_memory_bytes()
-                    } / 1024
-                )),
-            ),
-            (
-                "ephemeral-storage".to_string(),
-                q(format!("{}Ki", c.capacity.ephemeral_storage_bytes * 9 / 10 / 1024)),
-            ),
-            ("pods".to_string(), q(c.capacity.pods.to_string())),
-        ]);
+        let allocatable = self.allocatable();
         let (os_image, kernel) = match c.os {
             Os::Windows => {
                 let b = c.windows_build.clone().unwrap_or_default();

@@ -3,6 +3,7 @@
 //! then the app containers), the active deadline, and cleanup when the pod goes. Separate
 //! from the per-container supervisor, which it starts.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use crate::node::dns::PodDns;
 use crate::node::fs::PodVolumes;
 use crossconf_model::os::Os;
 
+use super::admission::{self, Admission};
 use super::restart::supervise;
 use super::status::status_writer;
 use super::termination::terminate;
@@ -105,11 +107,42 @@ fn on_pod(kl: &Arc<Kubelet>, p: Pod) {
         });
         return;
     }
-    // Admission: a pod the node refuses never gets a worker.
-    if let Some((reason, message)) = super::admission::refuse(kl, &pods, &p) {
-        tokio::spawn(super::admission::reject(kl.clone(), p, reason, message));
+    // A pod the API already shows terminal that this kubelet is not running (one it rejected,
+    // or one that ended before the kubelet restarted) is never started again: upstream's pod
+    // workers take it as terminated.
+    if matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default(),
+        "Succeeded" | "Failed"
+    ) {
         return;
     }
+    // Admission: a pod the node refuses never gets a worker.
+    match admission::decide(kl, &pods, &p, None) {
+        Admission::Admit => start(kl, &mut pods, p, deleting),
+        Admission::Reject(r) => {
+            tokio::spawn(admission::reject(kl.clone(), p, r));
+        }
+        Admission::AskNode => {
+            drop(pods);
+            tokio::spawn(admission::decide_with_fresh_node(kl.clone(), p, start_admitted));
+        }
+    }
+}
+
+/// Starts a pod admitted after the Node was read again, unless a later watch event already
+/// started it.
+fn start_admitted(kl: &Arc<Kubelet>, p: Pod) {
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    let deleting = p.metadata.deletion_timestamp.is_some() && !kl.net.faults().is_on("termination-stuck");
+    let mut pods = kl.pods.lock().expect("pods lock");
+    if !pods.contains_key(&uid) {
+        start(kl, &mut pods, p, deleting);
+    }
+}
+
+/// Creates the pod's runtime record and starts its worker.
+fn start(kl: &Arc<Kubelet>, pods: &mut HashMap<String, Arc<PodRt>>, p: Pod, deleting: bool) {
+    let uid = p.metadata.uid.clone().unwrap_or_default();
     let spec = p.spec.clone().unwrap_or_default();
     let deleting_token = CancellationToken::new();
     let rt = Arc::new(PodRt {
