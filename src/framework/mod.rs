@@ -18,6 +18,7 @@ pub mod pods;
 mod proxy;
 mod rest;
 pub mod services;
+pub mod stats;
 pub mod update;
 pub mod wait;
 pub mod watch_events;
